@@ -1,0 +1,109 @@
+"""The `poisonwatch` command: parses arguments and calls one function per command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from poisonwatch.config import PoisonwatchError
+
+err = Console(stderr=True)
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from poisonwatch.generate import generate, print_summary
+
+    summary = generate(Path(args.out), seed=args.seed, attempts=args.attempts)
+    print_summary(summary)
+    return 0
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    from poisonwatch.engine import connect
+    from poisonwatch.ingest import ingest, print_summary
+
+    with connect(args.target) as engine:
+        summary = ingest(engine, Path(args.landing))
+    print_summary(summary)
+    if args.strict and summary.rejected_total:
+        err.print(f"[red]--strict: {summary.rejected_total} record(s) or file(s) rejected[/red]")
+        return 1
+    return 0
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    from poisonwatch.sqlrun import run_sql
+
+    run_sql(args.query, fmt=args.format, target=args.target)
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from poisonwatch.demo import run_demo
+
+    run_demo(
+        Path(args.landing) if args.landing else None,
+        seed=args.seed,
+        attempts=args.attempts,
+        target=args.target,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="poisonwatch",
+        description="Find poison messages in Service Broker and JMS queues, and remove them safely.",
+    )
+    parser.add_argument(
+        "--target",
+        default=None,
+        help="dbt target of profiles.yml (default: $POISONWATCH_TARGET or `local`)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("generate", help="write a deterministic workload of landing files + labels")
+    p.add_argument("--out", required=True, help="landing folder to write")
+    p.add_argument("--seed", type=int, default=42, help="random seed (same seed, same bytes)")
+    p.add_argument(
+        "--attempts", type=int, default=20_000, help="approximate number of receive attempts"
+    )
+    p.set_defaults(func=_cmd_generate)
+
+    p = sub.add_parser("ingest", help="load landing files into raw tables (rejects kept)")
+    p.add_argument("landing", help="landing folder: one sub-folder per dataset")
+    p.add_argument("--strict", action="store_true", help="exit 1 when anything was rejected")
+    p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser("sql", help="run Spark SQL on the warehouse of the current target")
+    p.add_argument("query", help="one Spark SQL statement")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=_cmd_sql)
+
+    p = sub.add_parser("demo", help="generate → ingest → dbt build, on the current target")
+    p.add_argument("--landing", default=None, help="landing folder (default: under the store)")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--attempts", type=int, default=20_000)
+    p.set_defaults(func=_cmd_demo)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except PoisonwatchError as exc:
+        err.print(f"[bold red]poisonwatch {args.command}:[/bold red] {exc}")
+        return 2
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/red]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""Where poisonwatch keeps its state and how it builds the SparkSession.
+
+One source of truth: the Spark settings live in `profiles.yml` (target `local`), which dbt reads
+too, so `dbt build` and the Python commands see the same warehouse and metastore.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+import yaml
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MIN_JAVA = 17
+
+
+class PoisonwatchError(Exception):
+    """An error with a message meant for the person at the terminal (no stack trace)."""
+
+
+class StoreBusyError(PoisonwatchError):
+    """The embedded store (Derby metastore) is in use by another process."""
+
+
+def project_root() -> Path:
+    """The dbt project folder: $POISONWATCH_PROJECT_DIR, else the checkout this package lives in."""
+    env = os.environ.get("POISONWATCH_PROJECT_DIR")
+    if env:
+        return Path(env).resolve()
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "dbt_project.yml").is_file():
+            return parent
+    return Path.cwd()
+
+
+def home() -> Path:
+    """$POISONWATCH_HOME (absolute), default `.poisonwatch/` in the project root.
+
+    The absolute path is exported so that dbt, run from this process, renders the same profile.
+    """
+    raw = os.environ.get("POISONWATCH_HOME") or str(project_root() / ".poisonwatch")
+    path = Path(raw).expanduser().resolve()
+    os.environ["POISONWATCH_HOME"] = str(path)
+    os.environ.setdefault("POISONWATCH_PROJECT_DIR", str(project_root()))
+    # Spark on loopback only: no "hostname resolves to a loopback address" guessing.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    for sub in ("logs", "tmp", "warehouse"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def target_name(explicit: str | None = None) -> str:
+    """The dbt target: the explicit argument, else $POISONWATCH_TARGET, else `local`."""
+    name = explicit or os.environ.get("POISONWATCH_TARGET") or "local"
+    os.environ["POISONWATCH_TARGET"] = name
+    return name
+
+
+def _env_var(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name, default)
+    if value is None:
+        raise PoisonwatchError(f"profiles.yml needs environment variable {name}, which is not set")
+    return value
+
+
+def load_profile(target: str | None = None) -> dict[str, Any]:
+    """The rendered output `target` of profile `poisonwatch` in profiles.yml."""
+    home()
+    name = target_name(target)
+    path = project_root() / "profiles.yml"
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["as_number"] = lambda v: int(v) if str(v).isdigit() else float(v)
+    env.filters["as_bool"] = lambda v: str(v).lower() in ("1", "true", "yes")
+    env.globals["env_var"] = _env_var
+
+    def render(node: Any) -> Any:
+        if isinstance(node, str):
+            return env.from_string(node).render()
+        if isinstance(node, dict):
+            return {k: render(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [render(v) for v in node]
+        return node
+
+    doc = yaml.safe_load(path.read_text())
+    outputs = doc["poisonwatch"]["outputs"]
+    if name not in outputs:
+        raise PoisonwatchError(f"{path}: no target {name!r} (have: {', '.join(outputs)})")
+    return render(outputs[name])
+
+
+@dataclass(frozen=True)
+class JavaInfo:
+    path: str
+    major: int
+    text: str
+
+
+def check_java() -> JavaInfo:
+    """Stop with a clear message when `java` is missing or older than 17."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise PoisonwatchError(
+            "Java is not installed (no `java` on PATH and no $JAVA_HOME). poisonwatch runs Spark, "
+            f"which needs Java {MIN_JAVA} or newer: e.g. `apt-get install openjdk-17-jre-headless`."
+        )
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
+    text = (out.stderr or out.stdout).strip()
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if not match:
+        raise PoisonwatchError(f"Could not read the Java version from `{java} -version`: {text!r}")
+    major = int(match.group(1))
+    if major == 1 and match.group(2):  # "1.8.0_362" style
+        major = int(match.group(2))
+    if major < MIN_JAVA:
+        raise PoisonwatchError(
+            f"Java {major} found at {java}; poisonwatch needs Java {MIN_JAVA} or newer "
+            "(Spark 4). Install a newer JDK and point JAVA_HOME at it."
+        )
+    return JavaInfo(path=java, major=major, text=text.splitlines()[0])
+
+
+_lock_handle: Any = None
+
+
+def _derby_in_use(store: Path) -> bool:
+    """True when another JVM has booted the Derby metastore (it holds a lock on dbex.lck)."""
+    lock_file = store / "metastore_db" / "dbex.lck"
+    if not lock_file.exists():
+        return False
+    try:
+        with open(lock_file, "r+b") as fh:
+            try:
+                fcntl.lockf(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+            fcntl.lockf(fh, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
+
+
+def acquire_store_lock() -> None:
+    """Take the store for this process, or raise StoreBusyError naming who has it.
+
+    Derby, the embedded metastore, allows one JVM at a time; commands run one after another.
+    """
+    global _lock_handle
+    if _lock_handle is not None:
+        return
+    store = home()
+    lock_path = store / ".lock"
+    fh = open(lock_path, "a+")  # noqa: SIM115 - held for the life of the process
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise StoreBusyError(
+            f"The poisonwatch store at {store} is in use by {holder}. Derby, the embedded "
+            "metastore, allows one process at a time: wait for it to finish and run this again."
+        ) from None
+    # A command that has just ended may still be shutting its JVM down: give it a moment.
+    deadline = time.monotonic() + 20
+    while _derby_in_use(store) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if _derby_in_use(store):
+        fh.close()
+        raise StoreBusyError(
+            f"The metastore at {store}/metastore_db is open in another process (a `dbt` command, "
+            "a notebook or another Spark application). Derby allows one process at a time: "
+            "wait for it to finish and run this again."
+        )
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"poisonwatch pid {os.getpid()}\n")
+    fh.flush()
+    _lock_handle = fh
+    atexit.register(release_store_lock)
+
+
+def release_store_lock() -> None:
+    global _lock_handle
+    if _lock_handle is not None:
+        try:
+            fcntl.flock(_lock_handle, fcntl.LOCK_UN)
+            _lock_handle.close()
+        finally:
+            _lock_handle = None
+
+
+def stop_spark() -> None:
+    """Stop the SparkSession and wait for its JVM to exit, so the next command finds Derby free."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        sc.stop()
+    if gateway is not None:
+        proc = getattr(gateway, "proc", None)
+        gateway.shutdown()
+        if proc is not None:
+            # The gateway JVM exits when its stdin closes (PythonGatewayServer watches it).
+            if proc.stdin is not None:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+
+
+def spark_conf(target: str | None = None) -> dict[str, str]:
+    """The Spark settings of the `local` target, as strings."""
+    profile = load_profile(target)
+    params = profile.get("server_side_parameters") or {}
+    return {str(k): str(v) for k, v in params.items()}
+
+
+def spark_session(target: str | None = None) -> SparkSession:
+    """The SparkSession for the embedded store (the same one `dbt` on target `local` builds)."""
+    name = target_name(target)
+    profile = load_profile(name)
+    if profile.get("method") != "session":
+        raise PoisonwatchError(
+            f"target {name!r} uses method {profile.get('method')!r}: the Python commands open a "
+            "local SparkSession only for method `session`."
+        )
+    check_java()
+    acquire_store_lock()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.enableHiveSupport()
+    for key, value in spark_conf(name).items():
+        builder = builder.config(key, value)
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # the JVM failed to start: say why without a Py4J trace
+        raise PoisonwatchError(f"Spark did not start: {exc}") from exc
+    spark.sparkContext.setLogLevel("ERROR")
+    atexit.register(stop_spark)
+    try:
+        spark.sql("show databases").collect()
+    except Exception as exc:
+        text = str(exc)
+        if "Another instance of Derby" in text or "XSDB6" in text:
+            raise StoreBusyError(
+                f"The metastore at {home()}/metastore_db is open in another process. Derby allows "
+                "one process at a time: wait for it to finish and run this again."
+            ) from None
+        raise
+    return spark
