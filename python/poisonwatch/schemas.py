@@ -228,3 +228,44 @@ LEDGER_COLUMNS: tuple[Column, ...] = (
     Column("_ingested_at", TIMESTAMP, description="When (UTC)."),
     Column("_batch_id", STRING, description="Ingest run id."),
 )
+
+
+def _columns_ddl(columns: tuple[Column, ...]) -> str:
+    return ",\n    ".join(f"`{c.name}` {c.type}" for c in columns)
+
+
+def raw_table_ddl(dataset: Dataset, file_format: str = "parquet") -> str:
+    """CREATE TABLE for a raw dataset: contract columns + lineage, partitioned by `_batch_id`.
+
+    Partitioning by ingest batch lets an interrupted ingest be undone by dropping the partitions
+    of batches that never reached the ledger (no DELETE needed on Parquet).
+    """
+    cols = dataset.columns + LINEAGE_COLUMNS
+    return (
+        f"create table if not exists `{RAW_DATABASE}`.`{dataset.name}` (\n    "
+        f"{_columns_ddl(cols)}\n) using {file_format} partitioned by (`_batch_id`)"
+    )
+
+
+def rejects_table_ddl(file_format: str = "parquet") -> str:
+    return (
+        f"create table if not exists `{RAW_DATABASE}`.`{REJECTS_TABLE}` (\n    "
+        f"{_columns_ddl(REJECT_COLUMNS)}\n) using {file_format} partitioned by (`_batch_id`)"
+    )
+
+
+def ledger_table_ddl(file_format: str = "parquet") -> str:
+    return (
+        f"create table if not exists `{RAW_DATABASE}`.`{LEDGER_TABLE}` (\n    "
+        f"{_columns_ddl(LEDGER_COLUMNS)}\n) using {file_format}"
+    )
+
+
+def create_raw_tables(engine: object, file_format: str = "parquet") -> None:
+    """Create database `raw` and every raw table (empty) if missing. `engine` has `.execute`."""
+    execute = engine.execute  # type: ignore[attr-defined]
+    execute(f"create database if not exists `{RAW_DATABASE}`")
+    for dataset in DATASETS.values():
+        execute(raw_table_ddl(dataset, file_format))
+    execute(rejects_table_ddl(file_format))
+    execute(ledger_table_ddl(file_format))
