@@ -53,10 +53,20 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from poisonwatch.engine import connect
+    from poisonwatch.labels import compare_labels, print_report
+
+    with connect(args.target) as engine:
+        report = compare_labels(engine, Path(args.labels))
+    print_report(report)
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="poisonwatch",
-        description="Find poison messages in Service Broker and JMS queues, and remove them safely.",
+        description="Find poison messages in Service Broker and JMS queues; remove them safely.",
     )
     parser.add_argument(
         "--target",
@@ -88,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--attempts", type=int, default=20_000)
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("verify", help="compare the marts with a generator's labels.jsonl")
+    p.add_argument("labels", help="labels.jsonl written by `poisonwatch generate`")
+    p.set_defaults(func=_cmd_verify)
 
     return parser
 

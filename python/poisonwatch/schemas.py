@@ -66,7 +66,8 @@ DATASETS: dict[str, Dataset] = {
         Dataset(
             "ssb_queue_snapshots",
             "service_broker",
-            "One row per message in a Service Broker queue at snapshot time (SELECT * FROM <queue>).",
+            "One row per message in a Service Broker queue at snapshot time "
+            "(SELECT * FROM <queue>).",
             (
                 _c("snapshot_at", TIMESTAMP, True),
                 _c("server_name", STRING, True),
@@ -89,7 +90,8 @@ DATASETS: dict[str, Dataset] = {
         Dataset(
             "ssb_queue_states",
             "service_broker",
-            "sys.service_queues at snapshot time: whether each queue receives, enqueues, activates.",
+            "sys.service_queues at snapshot time: whether each queue receives, enqueues and "
+            "activates.",
             (
                 _c("snapshot_at", TIMESTAMP, True),
                 _c("server_name", STRING, True),
