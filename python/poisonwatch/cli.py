@@ -63,6 +63,22 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _cmd_cluster(args: argparse.Namespace) -> int:
+    from poisonwatch import cluster
+
+    if args.action == "start":
+        cluster.print_started(cluster.start(workers=args.workers, timeout=args.timeout))
+    elif args.action == "stop":
+        stopped = cluster.stop()
+        names = ", ".join(f"{p.name} (pid {p.pid})" for p in stopped) or "nothing was running"
+        err.print(f"cluster stopped: {names}; no process left")
+    else:
+        st = cluster.status()
+        cluster.print_status(st)
+        return 0 if st.running else 3
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="poisonwatch",
@@ -103,6 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("labels", help="labels.jsonl written by `poisonwatch generate`")
     p.set_defaults(func=_cmd_verify)
 
+    p = sub.add_parser(
+        "cluster", help="a local Spark standalone cluster + Thrift server (target `cluster`)"
+    )
+    p.add_argument("action", choices=("start", "stop", "status"))
+    p.add_argument("--workers", type=int, default=None, help="number of workers (default 2)")
+    p.add_argument("--timeout", type=float, default=300.0, help="start-up timeout in seconds")
+    p.set_defaults(func=_cmd_cluster)
+
     return parser
 
 
@@ -112,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PoisonwatchError as exc:
-        err.print(f"[bold red]poisonwatch {args.command}:[/bold red] {exc}")
+        err.print(f"[bold red]poisonwatch {args.command}:[/bold red] {exc}", soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")

@@ -64,9 +64,7 @@ def home() -> Path:
 
 def target_name(explicit: str | None = None) -> str:
     """The dbt target: the explicit argument, else $POISONWATCH_TARGET, else `local`."""
-    name = explicit or os.environ.get("POISONWATCH_TARGET") or "local"
-    os.environ["POISONWATCH_TARGET"] = name
-    return name
+    return explicit or os.environ.get("POISONWATCH_TARGET") or "local"
 
 
 def _env_var(name: str, default: str | None = None) -> str:

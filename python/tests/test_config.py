@@ -1,0 +1,133 @@
+"""The runner's start-up guards: Java version, a busy store, the shared profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from poisonwatch import config
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def _fake_java(tmp_path: Path, version_line: str) -> Path:
+    """A JAVA_HOME whose `java -version` prints the given line (as a real JDK would, on stderr)."""
+    java_home = tmp_path / "jdk"
+    (java_home / "bin").mkdir(parents=True)
+    java = java_home / "bin" / "java"
+    java.write_text(f"#!/bin/sh\necho '{version_line}' >&2\n")
+    java.chmod(java.stat().st_mode | stat.S_IEXEC)
+    return java_home
+
+
+def test_java_too_old_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, 'openjdk version "11.0.21" 2023')))
+    with pytest.raises(config.PoisonwatchError, match=r"Java 11 found.*needs Java 17"):
+        config.check_java()
+
+
+def test_java_8_style_version_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, 'java version "1.8.0_362"')))
+    with pytest.raises(config.PoisonwatchError, match="Java 8 found"):
+        config.check_java()
+
+
+def test_java_missing_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(config.PoisonwatchError, match="Java is not installed"):
+        config.check_java()
+
+
+def test_real_java_is_accepted() -> None:
+    info = config.check_java()
+    assert info.major >= 17
+
+
+def test_missing_java_stops_the_command_cleanly(tmp_path: Path) -> None:
+    env = dict(os.environ, JAVA_HOME=str(tmp_path / "nowhere"), POISONWATCH_HOME=str(tmp_path))
+    proc = subprocess.run(
+        [str(BIN / "poisonwatch"), "sql", "select 1"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "Java is not installed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_busy_store_is_reported_plainly(tmp_path: Path) -> None:
+    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from poisonwatch import config; config.acquire_store_lock(); "
+            "print('held', flush=True); time.sleep(60)",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        proc = subprocess.run(
+            [str(BIN / "poisonwatch"), "sql", "select 1"], env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 2
+        assert "is in use by poisonwatch pid" in proc.stderr
+        assert "one process at a time" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert time.monotonic() - start < 30
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_profile_renders_store_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "h"))
+    conf = config.spark_conf("local")
+    assert conf["spark.sql.warehouse.dir"] == f"{tmp_path}/h/warehouse"
+    assert (
+        f"databaseName={tmp_path}/h/metastore_db"
+        in conf["spark.hadoop.javax.jdo.option.ConnectionURL"]
+    )
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    cluster = config.load_profile("cluster")
+    assert cluster["method"] == "thrift" and cluster["host"]
+
+
+def test_sql_command_formats(tmp_path: Path) -> None:
+    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
+    query = (
+        "select 1 as n, 'it''s ok' as s, timestamp'2026-03-01 10:00:00.123456' as at "
+        "union all select 2, null, null"
+    )
+    proc = subprocess.run(
+        [str(BIN / "poisonwatch"), "sql", query, "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert rows == [
+        {"n": 1, "s": "it's ok", "at": "2026-03-01T10:00:00.123456Z"},
+        {"n": 2, "s": None, "at": None},
+    ]
+    proc = subprocess.run(
+        [str(BIN / "poisonwatch"), "sql", query, "--format", "csv"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout.splitlines()[0] == "n,s,at"
+    assert proc.stdout.splitlines()[1].startswith("1,it's ok,2026-03-01T10:00:00.123456")
