@@ -8,8 +8,12 @@ readable by the cluster are read by the cluster, not pulled through Python.
 from __future__ import annotations
 
 import contextlib
+import re
+import time
 from collections.abc import Iterator
 from typing import Any
+
+from pyhive.exc import OperationalError
 
 from poisonwatch.config import PoisonwatchError, load_profile, spark_session, target_name
 
@@ -52,6 +56,20 @@ class LocalEngine(Engine):
         return list(df.columns), [tuple(r) for r in df.collect()]
 
 
+def _server_message(text: str | None) -> str:
+    """The server's error without its Java stack trace and Hive wrapper prefix."""
+    if not text:
+        return ""
+    text = text.split("\n\tat ", 1)[0].strip()
+    return re.sub(
+        r"^org\.apache\.hive\.service\.cli\.HiveSQLException: (Error running query: )?", "", text
+    )
+
+
+class ThriftSqlError(OperationalError, PoisonwatchError):
+    """A statement failed on the Thrift server: a DB-API OperationalError, printed plainly."""
+
+
 class ThriftEngine(Engine):
     def __init__(self, target: str, profile: dict[str, Any]) -> None:
         from pyhive import hive
@@ -71,13 +89,41 @@ class ThriftEngine(Engine):
         for key, value in {"spark.sql.session.timeZone": "UTC"}.items():
             self.cursor.execute(f"set {key}={value}")
 
+    def _run(self, statement: str) -> None:
+        """Submit asynchronously and poll until done.
+
+        A synchronous call can be dropped by the server after ~5 minutes (dbt-spark polls for the
+        same reason); polling starts fast so short statements do not wait for a fixed interval.
+        """
+        from TCLIService.ttypes import TOperationState
+
+        pending = (
+            TOperationState.INITIALIZED_STATE,
+            TOperationState.PENDING_STATE,
+            TOperationState.RUNNING_STATE,
+        )
+        self.cursor.execute(statement, async_=True)
+        delay = 0.02
+        while True:
+            status = self.cursor.poll(get_progress_update=False)
+            if status.operationState not in pending:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+        if status.operationState != TOperationState.FINISHED_STATE:
+            state = TOperationState._VALUES_TO_NAMES.get(status.operationState, "?")
+            raise ThriftSqlError(
+                f"{_server_message(status.errorMessage) or state}\n(target {self.target!r}, "
+                f"statement: {statement.strip()[:300]})"
+            )
+
     def execute(self, statement: str) -> None:
-        self.cursor.execute(statement)
+        self._run(statement)
         with contextlib.suppress(Exception):
             self.cursor.fetchall()
 
     def query(self, statement: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        self.cursor.execute(statement)
+        self._run(statement)
         rows = [tuple(r) for r in self.cursor.fetchall()]
         columns = [d[0].split(".")[-1] for d in (self.cursor.description or [])]
         return columns, rows
