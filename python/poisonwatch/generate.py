@@ -1,0 +1,966 @@
+"""`poisonwatch generate`: a deterministic, seeded workload of landing files plus ground truth.
+
+A discrete-event simulation in global time order. Service Broker conversation groups (one reader
+holds a group's lock, so its attempts are serialised) and JMS messages (Artemis redelivery with
+geometric back-off, to any server running the consumer) are actors; their next attempt waits in a
+heap bounded by the messages in flight. Each popped attempt is written at once, to chunked files,
+and updates the state the rules of docs/rules.md read: per message (failures, classes, latest
+outcome), per queue (run of whole-transaction rollbacks) and per consumer setting and server
+(circuit-breaker runs). Labels (`labels.jsonl`) come from that state, never from intentions.
+
+Every attempt gets its own microsecond, ≥ 2 µs after the previous one, so ordering by
+`attempted_at` is never a tie, in any time format and precision.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+from poisonwatch.generate_catalog import (
+    DESCRIPTIONS,
+    END_DIALOG,
+    EXPENSE_REPORT,
+    JMS_BACKGROUND,
+    JMS_PERMANENT,
+    JMS_TRANSIENT,
+    JMS_VALIDATION,
+    PROGRESS_REPORT,
+    SB_BACKGROUND_QUEUES,
+    SB_PERMANENT,
+    SB_TRANSIENT,
+    SB_UNKNOWN,
+    TUE,
+    jms_error,
+    sb_error,
+)
+from poisonwatch.generate_io import (
+    T0_US,
+    ChunkedCsv,
+    ChunkedLines,
+    ChunkedParquet,
+    dotnet_time,
+    guid,
+    java_instant,
+)
+from poisonwatch.generate_model import (
+    Consumer,
+    ErrorSpec,
+    JMessage,
+    JQueue,
+    SBMessage,
+    SBQueue,
+    ServerRun,
+    expense_report_xml,
+    js,
+)
+from poisonwatch.generate_policy import Policies, classify, load_policies, worst_class
+
+SB, JMS, TICK = 0, 1, 2
+FROZEN = -1  # sent to an actor whose queue or consumer was disabled: it stops
+MS = 1000
+HOUR_US = 3_600_000_000
+ACTIVATION_WINDOW_US = HOUR_US
+SNAPSHOTS_DURING = 5  # snapshots while traffic flows; one more after the last attempt
+MAX_CHUNK = 1_000_000
+
+DATASET_NAMES = (
+    "ssb_queue_snapshots",
+    "ssb_queue_states",
+    "ssb_receive_attempts",
+    "ssb_broker_events",
+    "jms_receive_attempts",
+    "jms_queue_snapshots",
+    "jms_activations",
+)
+
+
+@dataclass
+class GenerateSummary:
+    out: Path
+    seed: int
+    attempts_requested: int
+    files: list[tuple[str, Path, int, int]] = field(default_factory=list)  # dataset, path, n, bytes
+    records: dict[str, int] = field(default_factory=dict)
+    labels: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def attempts_written(self) -> int:
+        return self.records.get("ssb_receive_attempts", 0) + self.records.get(
+            "jms_receive_attempts", 0
+        )
+
+
+class Writers:
+    def __init__(self, out: Path, chunk: int):
+        self.ssb_attempts = ChunkedLines(out / "ssb_receive_attempts", chunk, frozenset({1}))
+        self.jms_attempts = ChunkedLines(out / "jms_receive_attempts", chunk, frozenset({1}))
+        self.ssb_events = ChunkedLines(out / "ssb_broker_events", chunk)
+        self.ssb_snapshots = ChunkedCsv(out / "ssb_queue_snapshots", "ssb_queue_snapshots", chunk)
+        self.ssb_states = ChunkedCsv(out / "ssb_queue_states", "ssb_queue_states", chunk)
+        self.jms_snapshots = ChunkedParquet(
+            out / "jms_queue_snapshots", "jms_queue_snapshots", chunk
+        )
+        self.jms_activations = ChunkedParquet(out / "jms_activations", "jms_activations", chunk)
+
+    def close(self) -> dict[str, list[tuple[Path, int]]]:
+        return {
+            "ssb_queue_snapshots": self.ssb_snapshots.close(),
+            "ssb_queue_states": self.ssb_states.close(),
+            "ssb_receive_attempts": self.ssb_attempts.close(),
+            "ssb_broker_events": self.ssb_events.close(),
+            "jms_receive_attempts": self.jms_attempts.close(),
+            "jms_queue_snapshots": self.jms_snapshots.close(),
+            "jms_activations": self.jms_activations.close(),
+        }
+
+
+Actor = Generator[tuple[Any, ...], int, None]
+
+
+class Engine:
+    """The simulation: heap of pending attempts, world state, writers and labels."""
+
+    def __init__(self, out: Path, seed: int, attempts: int, policies: Policies):
+        self.rng = random.Random(seed)
+        self.policies = policies
+        self.target = attempts
+        self.out = out
+        chunk = max(50, min(MAX_CHUNK, attempts // 8))
+        self.w = Writers(out, chunk)
+        self.labels_fh = (out / "labels.jsonl").open("w", encoding="utf-8", newline="\n")
+        self.label_counts: Counter[tuple[str, str, str]] = Counter()
+        self.heap: list[tuple[int, int, Actor, tuple[Any, ...]]] = []
+        self.seq = 0
+        self.clock = T0_US
+        self.emitted = 0
+        self.attempt_no = 0
+        self.sb_policy = policies.failure_policy("service_broker", "*")
+        self.jms_mda = policies.failure_policy("jms", "*").max_delivery_attempts or 10
+        self.sb_queues: list[SBQueue] = []
+        self.jms_queues: list[JQueue] = []
+        self.consumers: dict[str, Consumer] = {}
+        self.dlq: dict[str, dict[tuple[str, str], tuple[JMessage, int, int]]] = {}
+        self.activation_ends: list[int] = []
+        self.msg_counter = 0
+        self.progress: Any = None
+
+    # ------------------------------------------------------------------ scheduling
+
+    def start(self, actor: Actor) -> None:
+        try:
+            spec = next(actor)
+        except StopIteration:
+            return
+        self.seq += 1
+        heapq.heappush(self.heap, (spec[0], self.seq, actor, spec))
+
+    def run(self) -> None:
+        heap = self.heap
+        pop, push = heapq.heappop, heapq.heappush
+        next_progress = 20_000
+        while heap:
+            t, _, actor, spec = pop(heap)
+            kind = spec[1]
+            if kind == SB:
+                if spec[2].queue.disabled:
+                    res = FROZEN
+                else:
+                    t = max(t, self.clock + 2)
+                    self.clock = t
+                    self.emit_sb(t, spec[2], spec[3], spec[4], spec[5])
+                    res = t
+            elif kind == JMS:
+                if spec[2].queue.consumer.disabled:
+                    res = FROZEN
+                else:
+                    t = max(t, self.clock + 2)
+                    self.clock = t
+                    self.emit_jms(t, spec[2], spec[3], spec[4], spec[5])
+                    res = t
+            else:
+                t = max(t, self.clock + 2)
+                self.clock = t
+                res = t
+            try:
+                nxt = actor.send(res)
+            except StopIteration:
+                continue
+            self.seq += 1
+            push(heap, (nxt[0], self.seq, actor, nxt))
+            if self.emitted >= next_progress and self.progress is not None:
+                self.progress(self.emitted)
+                next_progress = self.emitted + 20_000
+
+    # ------------------------------------------------------------------ Service Broker
+
+    def emit_sb(self, t: int, m: SBMessage, step: str, err: ErrorSpec | None, reader: str) -> None:
+        q = m.queue
+        if step == "F":
+            assert err is not None
+            outcome = "rolled_back" if q.style == "whole" else "rolled_back_to_savepoint"
+            if outcome == "rolled_back" and q.guarded and q.run >= 3:
+                # Background readers keep the run short (seed 000's savepoint pattern kicks in):
+                # a background queue may look at risk (4) but never disables.
+                outcome = "rolled_back_to_savepoint" if q.run >= 4 else outcome
+            m.failures += 1
+            m.classes[err.failure_class] = m.classes.get(err.failure_class, 0) + 1
+            m.last_success = False
+            number, message = err.number_json, err.message_json
+        elif step == "C":
+            outcome = "committed"
+            m.last_success = True
+            q.inqueue.pop((m.handle, m.seq), None)
+            number, message = "null", "null"
+        else:
+            outcome = "ended_conversation"
+            m.last_success = False
+            for other in m.conversation:
+                q.inqueue.pop((other.handle, other.seq), None)
+            number, message = "null", "null"
+        if outcome == "rolled_back":
+            q.run += 1
+            if q.run >= 5 and not q.disabled:
+                q.disabled = True
+                q.disabled_at = t
+                ev = t + 3 * MS
+                self.w.ssb_events.write(
+                    f'{{"event_time":"{dotnet_time(ev, q.offset_style)}",{q.key_json},'
+                    '"event_type":"BROKER_QUEUE_DISABLED"}\n'
+                )
+        else:
+            q.run = 0
+        self.attempt_no += 1
+        self.emitted += 1
+        self.w.ssb_attempts.write(
+            f'{{"attempted_at":"{dotnet_time(t, q.offset_style)}",{m.prefix},'
+            f'"outcome":"{outcome}","error_number":{number},"error_message":{message},'
+            f'"reader":"{reader}","attempt_id":"SB{self.attempt_no:011d}"}}\n'
+        )
+
+    def finish_sb(self, m: SBMessage) -> None:
+        if m.failures == 0:
+            return
+        q = m.queue
+        classification, reason = classify(
+            self.policies.failure_policy("service_broker", q.name),
+            "service_broker",
+            last_success=m.last_success,
+            classes=m.classes,
+            failures=m.failures,
+            max_delivery_count=0,
+            disposable=self.policies.is_disposable("service_broker", q.name, m.type_name),
+        )
+        self.write_label(
+            {
+                "kind": "message",
+                "broker_kind": "service_broker",
+                "server_name": q.server,
+                "database_name": q.database,
+                "queue_name": q.name,
+                "conversation_handle": m.handle,
+                "message_sequence_number": m.seq,
+                "classification": classification,
+                "reason": reason,
+                "failure_class": worst_class(m.classes),
+                "failure_count": m.failures,
+                "scenario": m.scenario,
+            }
+        )
+
+    def sb_group(
+        self, convs: list[list[SBMessage]], t: int, reader: str
+    ) -> Generator[tuple[Any, ...], int, None]:
+        """One conversation group: its messages in order, one reader at a time."""
+        rng = self.rng
+        q = convs[0][0].queue
+        for conv in convs:
+            for m in conv:
+                m.conversation = conv
+                q.order += 1
+                m.queuing_order = q.order
+                m.enqueued_us = t
+                q.inqueue[(m.handle, m.seq)] = m
+        t += rng.randrange(2 * MS, 200 * MS)
+        for conv in convs:
+            for m in conv:
+                last = "C"
+                for step, err in m.fate:
+                    res = yield (t, SB, m, step, err, reader)
+                    if res == FROZEN:
+                        self.finish_sb(m)
+                        return
+                    last = step
+                    if step == "F":
+                        base = 5 * MS if q.style == "savepoint" else 40 * MS
+                        t = res + rng.randrange(base, 10 * base)
+                    else:
+                        t = res + rng.randrange(1 * MS, 30 * MS)
+                self.finish_sb(m)
+                if last == "F":
+                    return  # poison or parked: the group stays locked behind it
+                if last == "E":
+                    break  # conversation ended; the group's next conversation goes on
+
+    # ------------------------------------------------------------------ JMS
+
+    def _safe(self, c: Consumer, run: ServerRun, cls: str) -> bool:
+        n = c.policy.same_type_threshold
+        same = run.same + 1 if cls == run.last_class else 1
+        return same < n and run.any + 1 < c.policy.max_consecutive_failures
+
+    def emit_jms(
+        self, t: int, m: JMessage, step: str, err: ErrorSpec | None, server: str | None
+    ) -> None:
+        q = m.queue
+        c = q.consumer
+        if server is None:
+            server = c.servers[self.rng.randrange(len(c.servers))]
+        m.deliveries += 1
+        dc = m.deliveries
+        run = c.runs[server]
+        if step == "F":
+            assert err is not None
+            if not err.temporary and c.guarded and not self._safe(c, run, err.key):
+                # Background settings must not trip by accident: another server takes the
+                # delivery, or the agent reports it as temporarily unavailable.
+                for other in c.servers:
+                    if self._safe(c, c.runs[other], err.key):
+                        server, run = other, c.runs[other]
+                        break
+                else:
+                    err = jms_error(self.policies, TUE, n=len(m.message_id))
+            outcome = "temporarily_unavailable" if err.temporary else "rolled_back"
+            m.failures += 1
+            if dc > m.max_failed_dc:
+                m.max_failed_dc = dc
+            m.classes[err.failure_class] = m.classes.get(err.failure_class, 0) + 1
+            m.last_success = False
+            exc = f'"exception_class":{js(err.key)},"exception_message":{err.message_json},'
+            exc += f'"stack_trace":{err.stack_json}'
+        else:
+            outcome = "acknowledged"
+            m.last_success = True
+            q.inqueue.pop(m.message_id, None)
+            exc = '"exception_class":null,"exception_message":null,"stack_trace":null'
+        act = self.activation(c, server, run, t)
+        if outcome == "rolled_back":
+            if err is not None and err.key == run.last_class:
+                run.same += 1
+            else:
+                run.same = 1
+            run.last_class = err.key if err is not None else None
+            run.any += 1
+            run.longest_same = max(run.longest_same, run.same)
+            run.longest_any = max(run.longest_any, run.any)
+            run.act_failed = True
+            self.check_breaker(c, run)
+        elif outcome == "acknowledged":
+            run.same = run.any = 0
+            run.last_class = None
+            run.act_failed = False
+        self.emitted += 1
+        self.w.jms_attempts.write(
+            f'{{"attempted_at":"{java_instant(t)}",{m.prefix1},"delivery_count":{dc},'
+            f'"redelivered":{"true" if dc > 1 else "false"},{m.prefix2},'
+            f'"server_name":"{server}","activation_id":"{act}","outcome":"{outcome}",{exc}}}\n'
+        )
+
+    def check_breaker(self, c: Consumer, run: ServerRun) -> None:
+        p = c.policy
+        if run.reported or not (
+            run.longest_same >= p.same_type_threshold
+            or run.longest_any >= p.max_consecutive_failures
+        ):
+            return
+        run.reported = True
+        reporting = sum(1 for r in c.runs.values() if r.reported)
+        if reporting >= (2 if p.breaker_mode == "MANY" else 1):
+            c.tripped_itself = True
+            c.disabled = True
+            if p.scheduled_group:
+                for other in self.consumers.values():
+                    if other.policy.scheduled_group == p.scheduled_group:
+                        other.disabled = True
+
+    def activation(self, c: Consumer, server: str, run: ServerRun, t: int) -> str:
+        window = (t - T0_US) // ACTIVATION_WINDOW_US
+        if window != run.act_window:
+            if run.act_window >= 0:
+                self.close_activation(c, server, run, final=False)
+            run.act_window = window
+            run.act_id = guid(self.rng.getrandbits(128), upper=False)
+            start = T0_US + window * ACTIVATION_WINDOW_US
+            run.act_start = start + min(t - start, self.rng.randrange(0, 30_000_000))
+            run.act_failed = False
+        run.act_last_us = t
+        return run.act_id
+
+    def close_activation(self, c: Consumer, server: str, run: ServerRun, final: bool) -> None:
+        if final and not c.disabled and run.act_window == (self.clock - T0_US) // HOUR_US:
+            status, finished = "running", None
+        else:
+            status = "failed" if run.act_failed or (final and c.disabled) else "succeeded"
+            finished = run.act_last_us + 150 * MS
+        self.w.jms_activations.write(
+            (run.act_id, c.consumer_id, server, run.act_start, finished, status)
+        )
+
+    def finish_jms(self, m: JMessage) -> None:
+        if m.failures == 0:
+            return
+        q = m.queue
+        classification, reason = classify(
+            self.policies.failure_policy("jms", q.name),
+            "jms",
+            last_success=m.last_success,
+            classes=m.classes,
+            failures=m.failures,
+            max_delivery_count=m.max_failed_dc,
+            disposable=self.policies.is_disposable("jms", q.name, m.type_name),
+        )
+        self.write_label(
+            {
+                "kind": "message",
+                "broker_kind": "jms",
+                "broker_name": q.broker,
+                "queue_name": q.name,
+                "message_id": m.message_id,
+                "classification": classification,
+                "reason": reason,
+                "failure_class": worst_class(m.classes),
+                "failure_count": m.failures,
+                "scenario": m.scenario,
+            }
+        )
+
+    def jms_message(self, m: JMessage, t: int) -> Generator[tuple[Any, ...], int, None]:
+        """One message on one subscription: deliveries until acknowledged, expired or DLQ."""
+        rng = self.rng
+        q = m.queue
+        m.enqueued_us = t
+        q.inqueue[m.message_id] = m
+        t += rng.randrange(1 * MS, 50 * MS)
+        for step, err, server in m.fate:
+            if step == "L":  # delivered, but the consumer died before logging anything
+                m.deliveries += 1
+                t += self.redelivery_delay(m.deliveries)
+                continue
+            if step == "X":  # expired (heartbeats): the broker drops it
+                q.inqueue.pop(m.message_id, None)
+                break
+            res = yield (t, JMS, m, step, err, server)
+            if res == FROZEN or step == "A":
+                break
+            if m.deliveries >= self.jms_mda:
+                self.dead_letter(m, res)
+                break
+            t = res + self.redelivery_delay(m.failures) + rng.randrange(0, 40 * MS)
+        self.finish_jms(m)
+
+    def redelivery_delay(self, failures: int) -> int:
+        """Artemis: redelivery-delay × multiplier^(n-1), capped (seeds/failure_policies.csv)."""
+        return min(1000 * MS * (1 << max(0, failures - 1)), 60_000 * MS)
+
+    def dead_letter(self, m: JMessage, t: int) -> None:
+        q = m.queue
+        q.inqueue.pop(m.message_id, None)
+        reset = m.scenario == "jms-max-deliveries-mixed" or (
+            m.scenario is None and self.rng.random() < 0.3
+        )
+        self.dlq.setdefault(q.broker, {})[(m.message_id, q.name)] = (
+            m,
+            t + 5 * MS,
+            0 if reset else m.deliveries,
+        )
+
+    # ------------------------------------------------------------------ labels, snapshots
+
+    def write_label(self, label: dict[str, Any]) -> None:
+        if label.get("scenario") is None:
+            label.pop("scenario", None)
+        self.labels_fh.write(json.dumps(label, ensure_ascii=False) + "\n")
+        if label["kind"] == "message":
+            self.label_counts[("message", label["classification"], label["reason"])] += 1
+        elif label["kind"] == "queue":
+            self.label_counts[("queue", "disabled" if label["is_disabled"] else "enabled", "")] += 1
+        else:
+            self.label_counts[
+                (
+                    "consumer",
+                    "tripped" if label["is_tripped"] else "not tripped",
+                    label["trip_reason"] or "",
+                )
+            ] += 1
+
+    def snapshot(self, t: int) -> None:
+        for q in self.sb_queues:
+            at = dotnet_time(t, q.offset_style)
+            self.w.ssb_states.write(
+                (
+                    at,
+                    q.server,
+                    q.database,
+                    q.name,
+                    not (q.disabled and q.disabled_at is not None and q.disabled_at < t),
+                    True,
+                    True,
+                    True,
+                    q.activation_procedure,
+                    q.max_readers,
+                )
+            )
+            for m in q.inqueue.values():
+                self.w.ssb_snapshots.write(
+                    (
+                        at,
+                        q.server,
+                        q.database,
+                        q.name,
+                        1,
+                        5,
+                        m.queuing_order,
+                        m.group_id,
+                        m.handle,
+                        m.seq,
+                        q.service,
+                        q.contract,
+                        m.type_name,
+                        m.validation,
+                        m.encoded_body(),
+                        dotnet_time(m.enqueued_us, q.offset_style),
+                    )
+                )
+        for jq in self.jms_queues:
+            for m in jq.inqueue.values():
+                self.w.jms_snapshots.write(
+                    self.jms_snapshot_row(
+                        t,
+                        jq.broker,
+                        jq.address,
+                        jq.name,
+                        m,
+                        m.enqueued_us,
+                        m.deliveries,
+                        None,
+                        None,
+                    )
+                )
+        for broker in sorted(self.dlq):
+            for (_mid, _qn), (m, moved, dc) in self.dlq[broker].items():
+                if moved <= t:
+                    self.w.jms_snapshots.write(
+                        self.jms_snapshot_row(
+                            t, broker, "DLQ", "DLQ", m, moved, dc, m.queue.address, m.queue.name
+                        )
+                    )
+
+    @staticmethod
+    def jms_snapshot_row(
+        t: int,
+        broker: str,
+        address: str,
+        queue: str,
+        m: JMessage,
+        enqueued: int,
+        dc: int,
+        orig_address: str | None,
+        orig_queue: str | None,
+    ) -> tuple[Any, ...]:
+        props: dict[str, Any] = {"JMSXDeliveryCount": dc}
+        if orig_address is not None:
+            props["_AMQ_ORIG_ADDRESS"] = orig_address
+            props["_AMQ_ORIG_QUEUE"] = orig_queue
+        if m.group_id is not None:
+            props["JMSXGroupID"] = m.group_id
+        return (
+            t,
+            broker,
+            address,
+            queue,
+            m.message_id,
+            enqueued,
+            dc,
+            4,
+            m.group_id,
+            orig_address,
+            orig_queue,
+            m.type_name,
+            m.body,
+            json.dumps(props, ensure_ascii=False, sort_keys=True),
+        )
+
+    def snapshots(self, times: list[int]) -> Iterator[tuple[Any, ...]]:
+        for at in times:
+            t = yield (at, TICK)
+            self.snapshot(t)
+
+    def finish(self) -> None:
+        self.clock += 60_000_000
+        self.snapshot(self.clock)
+        for q in self.sb_queues:
+            latest_disabled = q.disabled or q.run >= 5
+            self.write_label(
+                {
+                    "kind": "queue",
+                    "server_name": q.server,
+                    "database_name": q.database,
+                    "queue_name": q.name,
+                    "is_disabled": latest_disabled,
+                }
+            )
+        self.consumer_labels()
+        for c in self.consumers.values():
+            for server in c.servers:
+                run = c.runs[server]
+                if run.act_window >= 0:
+                    self.close_activation(c, server, run, final=True)
+        self.labels_fh.close()
+
+    def consumer_labels(self) -> None:
+        tripped_groups = {
+            c.policy.scheduled_group
+            for c in self.consumers.values()
+            if c.tripped_itself and c.policy.scheduled_group
+        }
+        for cid in sorted(self.consumers):
+            c = self.consumers[cid]
+            if not any(r.act_window >= 0 for r in c.runs.values()):
+                continue  # no attempts: no label
+            if c.tripped_itself:
+                n = c.policy.same_type_threshold
+                same = any(r.reported and r.longest_same >= n for r in c.runs.values())
+                reason: str | None = "same_exception_type" if same else "any_exception_types"
+            elif c.policy.scheduled_group in tripped_groups:
+                reason = "scheduled_group"
+            else:
+                reason = None
+            self.write_label(
+                {
+                    "kind": "consumer",
+                    "consumer_id": cid,
+                    "is_tripped": reason is not None,
+                    "trip_reason": reason,
+                }
+            )
+
+
+# ====================================================================== world and traffic
+
+
+def build_world(eng: Engine) -> None:
+    from poisonwatch.generate_scenarios import fixed_world
+
+    fixed_world(eng)
+    for server, db, name, style, types in SB_BACKGROUND_QUEUES:
+        eng.sb_queues.append(
+            SBQueue(
+                server,
+                db,
+                name,
+                style=style,
+                service=f"//Adventure-Works.com/{db}/{name.removesuffix('Queue')}Service",
+                contract=f"//Adventure-Works.com/{db}/{name.removesuffix('Queue')}Contract",
+                activation_procedure=f"dbo.Process{name.removesuffix('Queue')}",
+                message_types=types,
+                offset_style=server != "SQLPROD02",
+            )
+        )
+    for broker, address, subs, type_name, servers in JMS_BACKGROUND:
+        for qname, cid in subs:
+            c = Consumer(cid, servers, eng.policies.consumer(cid), fixed=False)
+            eng.consumers[cid] = c
+            eng.jms_queues.append(JQueue(broker, address, qname, c, [type_name]))
+
+
+def _sb_body(rng: random.Random, q: SBQueue, type_name: str, validation: str) -> str | bytes:
+    if validation == "N":
+        return bytes(rng.getrandbits(8) for _ in range(24))
+    if type_name == EXPENSE_REPORT:
+        return expense_report_xml(
+            rng.randrange(1, 300),
+            f"{rng.randrange(5, 900)}.{rng.randrange(100):02d}",
+            DESCRIPTIONS[rng.randrange(len(DESCRIPTIONS))],
+        )
+    if type_name == PROGRESS_REPORT:
+        return f"<ProgressReport><Percent>{rng.randrange(101)}</Percent></ProgressReport>"
+    tag = type_name.rsplit("/", 1)[-1]
+    note = escape(DESCRIPTIONS[rng.randrange(len(DESCRIPTIONS))])
+    return f"<{tag}><Id>{rng.randrange(10**6)}</Id><Note>{note}</Note></{tag}>"
+
+
+def sb_fate(eng: Engine, q: SBQueue, type_name: str) -> list[tuple[str, ErrorSpec | None]]:
+    """A background Service Broker message's fate, as steps (C commit, F failure, E end)."""
+    rng = eng.rng
+    p = eng.policies
+    r = rng.random()
+    n = rng.randrange(1, 5000)
+    if type_name == PROGRESS_REPORT:
+        if r < 0.05:
+            err = sb_error(p, 1222)
+            return [("F", err)] if rng.random() < 0.5 else [("F", err), ("C", None)]
+        return [("C", None)]
+    if r < 0.925:
+        return [("C", None)]
+    if r < 0.960:
+        k = 1 + min(3, int(rng.expovariate(1.2)))
+        steps = [
+            ("F", sb_error(p, SB_TRANSIENT[rng.randrange(4)], n=rng.randrange(51, 99)))
+            for _ in range(k)
+        ]
+        return [*steps, ("C", None)]
+    if r < 0.965:  # a deadlock storm: past the threshold, then maybe through
+        k = rng.randrange(4, 7)
+        steps = [
+            ("F", sb_error(p, SB_TRANSIENT[rng.randrange(4)], n=rng.randrange(51, 99)))
+            for _ in range(k)
+        ]
+        return [*steps, ("C", None)] if rng.random() < 0.5 else steps
+    if r < 0.973:  # unknown errors
+        k = rng.randrange(1, 6)
+        err = sb_error(p, SB_UNKNOWN[rng.randrange(2)], n=n, variant=rng.randrange(2))
+        steps = [("F", err)] * k
+        return [*steps, ("C", None)] if rng.random() < 0.4 else steps
+    if r < 0.981:  # permanent: the application ends the dialog with an error, or it stays
+        err = sb_error(p, SB_PERMANENT[rng.randrange(4)], n=n, db=q.database)
+        steps = [("F", err)] * rng.randrange(1, 5)
+        return [*steps, ("E", None)] if rng.random() < 0.5 else steps
+    if r < 0.986 and type_name == EXPENSE_REPORT:  # invalid content fails at once
+        err = sb_error(p, 50001 + rng.randrange(2), n=n)
+        return [("F", err), ("E", None)] if rng.random() < 0.7 else [("F", err)]
+    # parked while still retrying: 1-3 transient failures and no verdict yet
+    k = rng.randrange(1, 4)
+    return [("F", sb_error(p, SB_TRANSIENT[rng.randrange(4)], n=rng.randrange(51, 99)))] * k
+
+
+def new_sb_group(eng: Engine, t: int) -> tuple[Actor, int]:
+    rng = eng.rng
+    bg = [q for q in eng.sb_queues if not q.fixed]
+    q = bg[rng.randrange(len(bg))]
+    group_id = guid(rng.getrandbits(128))
+    n_conv = 1 if rng.random() < 0.8 else rng.randrange(2, 4)
+    convs: list[list[SBMessage]] = []
+    planned = 0
+    for _ in range(n_conv):
+        handle = guid(rng.getrandbits(128))
+        n_msgs = 1 + min(5, int(rng.expovariate(0.8)))
+        conv = []
+        for seq in range(n_msgs):
+            type_name, validation = q.message_types[rng.randrange(len(q.message_types))]
+            fate = sb_fate(eng, q, type_name)
+            body = _sb_body(rng, q, type_name, validation)
+            conv.append(SBMessage(q, group_id, handle, seq, type_name, validation, body, fate))
+            planned += len(fate)
+        if rng.random() < 0.3:
+            conv.append(SBMessage(q, group_id, handle, n_msgs, END_DIALOG, "E", "", [("E", None)]))
+            planned += 1
+        convs.append(conv)
+    reader = f"{q.activation_procedure}:spid{rng.randrange(51, 120)}"
+    return eng.sb_group(convs, t, reader), planned
+
+
+def jms_fate(eng: Engine, heartbeat: bool) -> list[tuple[str, ErrorSpec | None, str | None]]:
+    """A background JMS message's fate: A ack, F failed delivery, L unlogged delivery, X expiry."""
+    rng = eng.rng
+    p = eng.policies
+    mda = eng.jms_mda
+    r = rng.random()
+    n = rng.randrange(1, 100_000)
+    if heartbeat:
+        if r < 0.05:
+            err = jms_error(p, "java.net.SocketTimeoutException", n=n)
+            return [("F", err, None), ("X" if rng.random() < 0.5 else "A", None, None)]
+        return [("A", None, None)]
+    if r < 0.93:
+        return [("A", None, None)]
+
+    def transient() -> ErrorSpec:
+        return jms_error(p, JMS_TRANSIENT[rng.randrange(4)], n=n, variant=rng.randrange(2))
+
+    if r < 0.97:
+        k = 1 + min(mda - 2, int(rng.expovariate(0.7)))
+        steps: list[tuple[str, ErrorSpec | None, str | None]] = [
+            ("F", transient(), None) for _ in range(k)
+        ]
+        if k >= 3 and rng.random() < 0.2:
+            steps[1] = ("L", None, None)  # a delivery the consumer never logged
+        return [*steps, ("A", None, None)]
+    if r < 0.974:
+        return [("F", transient(), None) for _ in range(mda)]
+    if r < 0.986:
+        err = jms_error(p, JMS_PERMANENT[rng.randrange(len(JMS_PERMANENT))], n=n)
+        steps = [("F", err, None) for _ in range(mda)]
+        if rng.random() < 0.1:
+            steps[2] = ("L", None, None)
+        return steps
+    if r < 0.990:
+        err = jms_error(p, JMS_VALIDATION[rng.randrange(2)], n=n)
+        return [("F", err, None) for _ in range(mda)]
+    # expired while still being retried: no verdict yet
+    k = rng.randrange(1, mda)
+    return [*[("F", transient(), None) for _ in range(k)], ("X", None, None)]
+
+
+def new_jms_message(eng: Engine, t: int) -> list[tuple[Actor, int]]:
+    rng = eng.rng
+    bg = [jq for jq in eng.jms_queues if not jq.consumer.fixed]
+    jq = bg[rng.randrange(len(bg))]
+    subs = [x for x in bg if x.address == jq.address and x.broker == jq.broker]
+    eng.msg_counter += 1
+    host = "vm-41187" if jq.broker == "artemis-prod-1" else "vm-52203"
+    message_id = f"ID:{host}-1795236730220-7:1:1:1:{eng.msg_counter}"
+    type_name = jq.types[0]
+    group_id = f"customer-{rng.randrange(1, 500)}" if rng.random() < 0.2 else None
+    corr = f"corr-{rng.getrandbits(32):08x}" if rng.random() < 0.3 else None
+    desc = DESCRIPTIONS[rng.randrange(len(DESCRIPTIONS))]
+    body = json.dumps({"id": eng.msg_counter, "note": desc}, ensure_ascii=False)
+    actors = []
+    for sub in subs:
+        fate = jms_fate(eng, type_name.endswith("Heartbeat"))
+        m = JMessage(sub, message_id, type_name, group_id, corr, body, fate)
+        actors.append((eng.jms_message(m, t), sum(1 for s in fate if s[0] in "AF")))
+    return actors
+
+
+def arrivals(eng: Engine, budget: int, span_us: int) -> Iterator[tuple[Any, ...]]:
+    """Background traffic: new units at random times until the attempt budget is planned."""
+    rng = eng.rng
+    planned = 0
+    units = 0
+    t = T0_US + 60_000_000
+    while planned < budget:
+        t = yield (t, TICK)
+        if rng.random() < 0.45:
+            actor, n = new_sb_group(eng, t)
+            eng.start(actor)
+            planned += n
+        else:
+            for actor, n in new_jms_message(eng, t):
+                eng.start(actor)
+                planned += n
+        units += 1
+        per_unit = planned / units
+        mean_gap = span_us * per_unit / max(1, budget)
+        t += max(3, int(rng.expovariate(1.0) * mean_gap))
+
+
+# ====================================================================== public API
+
+
+def generate(out: Path, seed: int = 42, attempts: int = 20_000) -> GenerateSummary:
+    """Write a landing folder under `out` (one sub-folder per dataset) plus `out/labels.jsonl`.
+
+    Same `seed` and `attempts` give byte-identical files. `attempts` is the approximate number of
+    receive-attempt records (Service Broker + JMS); the seeds' own scenarios are always included.
+    """
+    from poisonwatch.generate_scenarios import fixed_scenarios
+
+    started = time.monotonic()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in DATASET_NAMES:
+        folder = out / name
+        if folder.exists():
+            for f in sorted(folder.iterdir()):
+                if f.is_file():
+                    f.unlink()
+    eng = Engine(out, seed, attempts, load_policies())
+    build_world(eng)
+    fixed_planned = fixed_scenarios(eng)
+    budget = max(0, attempts - fixed_planned)
+    span_us = max(2 * HOUR_US, budget * 20 * MS)
+    eng.start(arrivals(eng, budget, span_us))
+    eng.start(
+        eng.snapshots(
+            [T0_US + span_us * i // (SNAPSHOTS_DURING + 1) for i in range(1, SNAPSHOTS_DURING + 1)]
+        )
+    )
+    with _Progress(attempts) as update:
+        eng.progress = update
+        eng.run()
+        update(eng.emitted)
+    eng.finish()
+    files = eng.w.close()
+    summary = GenerateSummary(out=out, seed=seed, attempts_requested=attempts)
+    for dataset in DATASET_NAMES:
+        total = 0
+        for path, n in files[dataset]:
+            summary.files.append((dataset, path, n, path.stat().st_size))
+            total += n
+        summary.records[dataset] = total
+    labels = out / "labels.jsonl"
+    summary.files.append(("labels", labels, sum(eng.label_counts.values()), labels.stat().st_size))
+    summary.labels = eng.label_counts
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+class _Progress:
+    """A rich progress bar on stderr over attempts written (quiet when not a terminal)."""
+
+    def __init__(self, total: int):
+        self.total = total
+
+    def __enter__(self) -> Any:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
+        self.bar.start()
+        task = self.bar.add_task("generating attempts", total=self.total)
+        return lambda n: self.bar.update(task, completed=n)
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+
+def print_summary(summary: GenerateSummary) -> None:
+    """Tables: files and records per dataset, and label counts by classification and reason."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    t = Table(title=f"poisonwatch generate → {summary.out} (seed {summary.seed})")
+    for col in ("dataset", "files", "formats", "records", "MB"):
+        t.add_column(col, justify="left" if col in ("dataset", "formats") else "right")
+    by_dataset: dict[str, list[tuple[Path, int, int]]] = {}
+    for dataset, path, n, size in summary.files:
+        by_dataset.setdefault(dataset, []).append((path, n, size))
+    for dataset, rows in by_dataset.items():
+        formats = sorted({"".join(p.suffixes) for p, _, _ in rows})
+        t.add_row(
+            dataset,
+            str(len(rows)),
+            " ".join(formats),
+            f"{sum(n for _, n, _ in rows):,}",
+            f"{sum(s for _, _, s in rows) / 1e6:.1f}",
+        )
+    console.print(t)
+    lt = Table(title="labels.jsonl (ground truth)")
+    for col in ("kind", "classification / state", "reason", "count"):
+        lt.add_column(col, justify="right" if col == "count" else "left")
+    for (kind, cls, reason), n in sorted(summary.labels.items()):
+        lt.add_row(kind, cls, reason, f"{n:,}")
+    console.print(lt)
+    console.print(
+        f"{summary.attempts_written:,} attempt records for --attempts "
+        f"{summary.attempts_requested:,} in {summary.seconds:.1f} s"
+    )
