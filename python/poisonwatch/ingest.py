@@ -1,0 +1,502 @@
+"""`poisonwatch ingest LANDING`: landing files into `raw.<dataset>`, bad records into `raw_rejects`.
+
+One code path for every target: Spark reads, validates and types the records (SQL built in
+ingest_sql.py and sent through the Engine); Python lists and hashes the files (ingest_files.py)
+and only ever pulls counts back.
+
+Crash safety: one run = one `_batch_id`; raw tables and `raw_rejects` are partitioned by it and
+the ledger `raw.ingested_files` is appended last (the commit point). A run starts by dropping the
+partitions of batches that never reached the ledger, so a run killed midway leaves nothing.
+Idempotency: a file whose content hash is in the ledger is skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from poisonwatch.config import PoisonwatchError
+from poisonwatch.engine import Engine
+from poisonwatch.ingest_files import Landing, LandingFile, prepare, scan_landing
+from poisonwatch.ingest_sql import (
+    csv_source,
+    ident,
+    jsonl_source,
+    parquet_problems,
+    parquet_source,
+    sql_path,
+    sql_string,
+    stage_query,
+    typed_col,
+)
+from poisonwatch.schemas import (
+    DATASETS,
+    LEDGER_TABLE,
+    RAW_DATABASE,
+    REJECTS_TABLE,
+    Dataset,
+    create_raw_tables,
+)
+
+STAGE = "pw_ingest_stage"
+BATCH_RE = re.compile(r"b\d{8}T\d{6}Z_[0-9a-f]{8}")
+# Files of one dataset and format read by one Spark job (bounded by count and by bytes).
+CHUNK_FILES = 200
+CHUNK_BYTES = 1 << 30
+GZ_EXPANSION = 8
+PROGRESS_MIN_FILES = 20
+# Each file is read as one Spark partition, so line numbers are partition row indexes.
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.files.maxPartitionBytes": str(1 << 40),
+}
+
+
+@dataclass
+class DatasetSummary:
+    files_loaded: int = 0
+    files_skipped: int = 0
+    files_failed: int = 0
+    records_loaded: int = 0
+    records_rejected: int = 0
+    blank_lines: int = 0
+
+
+@dataclass
+class FileResult:
+    file: LandingFile
+    loaded: int = 0
+    rejected: int = 0
+    blank: int = 0
+    failure: str | None = None  # file-level reject reason
+
+
+@dataclass
+class IngestSummary:
+    landing: Path
+    batch_id: str
+    datasets: dict[str, DatasetSummary] = field(default_factory=dict)
+    unknown_folders: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    cleaned_batches: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def dataset(self, name: str) -> DatasetSummary:
+        return self.datasets.setdefault(name, DatasetSummary())
+
+    @property
+    def records_loaded(self) -> int:
+        return sum(d.records_loaded for d in self.datasets.values())
+
+    @property
+    def rejected_total(self) -> int:
+        """Rows this run wrote to raw_rejects: bad records plus failed files."""
+        return sum(d.records_rejected + d.files_failed for d in self.datasets.values())
+
+
+# ---------------------------------------------------------------------------------------------
+# Engine helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def error_text(exc: BaseException, limit: int = 300) -> str:
+    """The root cause of a Spark error in one line (no JVM stack trace)."""
+    origin = getattr(exc, "_origin", None) or getattr(exc, "java_exception", None)
+    messages: list[str] = []
+    while origin is not None and len(messages) < 20:
+        try:
+            name = str(origin.getClass().getSimpleName())
+            messages.append(f"{name}: {origin.getMessage()}")
+            origin = origin.getCause()
+        except Exception:
+            break
+    text = messages[-1] if messages else str(exc)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@contextmanager
+def session_conf(engine: Engine, settings: dict[str, str]) -> Iterator[None]:
+    """Set Spark SQL settings for the ingest, and restore them afterwards."""
+    previous: dict[str, str] = {}
+    for key, value in settings.items():
+        _, rows = engine.query(f"set {key}")
+        previous[key] = str(rows[0][1]) if rows else "<undefined>"
+        engine.execute(f"set {key}={value}")
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value == "<undefined>":
+                engine.execute(f"reset {key}")
+            else:
+                engine.execute(f"set {key}={value}")
+
+
+def _table(name: str) -> str:
+    return f"{ident(RAW_DATABASE)}.{ident(name)}"
+
+
+def _ts(value: datetime) -> str:
+    return f"timestamp'{value.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
+
+
+def new_batch_id(now: datetime) -> str:
+    return f"b{now.strftime('%Y%m%dT%H%M%SZ')}_{uuid.uuid4().hex[:8]}"
+
+
+def ledger_hashes(engine: Engine) -> set[str]:
+    _, rows = engine.query(f"select distinct content_hash from {_table(LEDGER_TABLE)}")
+    return {str(r[0]) for r in rows}
+
+
+def drop_orphan_batches(engine: Engine) -> list[str]:
+    """Drop partitions of batches that never reached the ledger (a run that crashed)."""
+    _, rows = engine.query(f"select distinct _batch_id from {_table(LEDGER_TABLE)}")
+    committed = {str(r[0]) for r in rows}
+    dropped: set[str] = set()
+    for table in [*DATASETS, REJECTS_TABLE]:
+        _, parts = engine.query(f"show partitions {_table(table)}")
+        for (spec,) in parts:
+            batch = str(spec).removeprefix("_batch_id=")
+            if BATCH_RE.fullmatch(batch) and batch not in committed:
+                engine.execute(
+                    f"alter table {_table(table)} drop if exists partition "
+                    f"(_batch_id = {sql_string(batch)})"
+                )
+                dropped.add(batch)
+    return sorted(dropped)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading one chunk of files (same dataset, same format) with one Spark read
+# ---------------------------------------------------------------------------------------------
+
+
+class ChunkReadError(Exception):
+    """Spark could not read the files of a chunk (some file is corrupt)."""
+
+
+def _is_query_error(exc: BaseException) -> bool:
+    """An error in the statement itself (a bug), not in the data it read."""
+    text = f"{type(exc).__name__} {error_text(exc, limit=10_000)}"
+    if "FAILED_READ_FILE" in str(exc) or "FAILED_READ_FILE" in text:
+        return False
+    return any(k in text for k in ("AnalysisException", "ParseException", "PARSE_SYNTAX"))
+
+
+def _drop_stage(engine: Engine) -> None:
+    engine.execute(f"uncache table if exists {STAGE}")
+    engine.execute(f"drop view if exists {STAGE}")
+
+
+def _source_sql(fid: int, f: LandingFile, dataset: Dataset, parquet_cols: dict[str, str]) -> str:
+    if f.fmt == "jsonl":
+        return jsonl_source(fid, f.source, f.source, dataset)
+    if f.fmt == "csv":
+        return csv_source(fid, f.source, f.source, dataset, f.csv_header or [])
+    return parquet_source(fid, f.source, f.source, dataset, parquet_cols)
+
+
+def load_chunk(
+    engine: Engine,
+    dataset: Dataset,
+    files: Sequence[LandingFile],
+    parquet_cols: dict[Path, dict[str, str]],
+    batch_id: str,
+    now: datetime,
+) -> list[FileResult]:
+    """Read, validate and insert the files of one chunk; returns per-file counts."""
+    sources = [
+        _source_sql(i, f, dataset, parquet_cols.get(f.path, {})) for i, f in enumerate(files)
+    ]
+    try:
+        engine.execute(f"cache table {STAGE} as {stage_query(dataset, sources)}")
+    except Exception as exc:
+        _drop_stage(engine)
+        if _is_query_error(exc):
+            raise PoisonwatchError(f"ingest of {dataset.name}: {error_text(exc)}") from exc
+        raise ChunkReadError(error_text(exc)) from exc
+    try:
+        _, rows = engine.query(
+            f"select _fid, count_if(_blank), count_if(not _blank and _err is null), "
+            f"count_if(_err is not null) from {STAGE} group by _fid"
+        )
+        results = [FileResult(file=f) for f in files]
+        for fid, blank, loaded, rejected in rows:
+            r = results[int(fid)]
+            r.blank, r.loaded, r.rejected = int(blank), int(loaded), int(rejected)
+        partition = f"partition (_batch_id = {sql_string(batch_id)})"
+        if any(r.loaded for r in results):
+            cols = ", ".join(typed_col(c.name) for c in dataset.columns)
+            engine.execute(
+                f"insert into {_table(dataset.name)} {partition} "
+                f"select {cols}, _source, _rec, {_ts(now)} from {STAGE} "
+                f"where not _blank and _err is null"
+            )
+        if any(r.rejected for r in results):
+            engine.execute(
+                f"insert into {_table(REJECTS_TABLE)} {partition} "
+                f"select {sql_string(dataset.name)}, _source, _rec, _err.field, _err.reason, "
+                f"_text, {_ts(now)} from {STAGE} where _err is not null"
+            )
+    finally:
+        _drop_stage(engine)
+    return results
+
+
+def load_files(
+    engine: Engine,
+    dataset: Dataset,
+    files: Sequence[LandingFile],
+    parquet_cols: dict[Path, dict[str, str]],
+    batch_id: str,
+    now: datetime,
+) -> list[FileResult]:
+    """Load a chunk; if Spark cannot read it, load its files one by one to find the bad ones."""
+    try:
+        return load_chunk(engine, dataset, files, parquet_cols, batch_id, now)
+    except ChunkReadError as exc:
+        if len(files) == 1:
+            return [FileResult(file=files[0], failure=f"unreadable file: {exc}")]
+    results: list[FileResult] = []
+    for f in files:
+        results.extend(load_files(engine, dataset, [f], parquet_cols, batch_id, now))
+    return results
+
+
+def chunks(files: Sequence[LandingFile]) -> Iterator[list[LandingFile]]:
+    """Groups of files for one Spark read, bounded by count and (uncompressed) size."""
+    chunk: list[LandingFile] = []
+    size = 0
+    for f in files:
+        weight = f.size * (GZ_EXPANSION if f.path.name.endswith(".gz") else 1)
+        if chunk and (len(chunk) >= CHUNK_FILES or size + weight > CHUNK_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(f)
+        size += weight
+    if chunk:
+        yield chunk
+
+
+def parquet_schema(engine: Engine, f: LandingFile) -> dict[str, str]:
+    _, rows = engine.query(f"describe query select * from {sql_path('parquet', f.source)}")
+    return {str(r[0]): str(r[1]) for r in rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------
+
+
+def _plan(
+    landing: Landing, done: set[str], summary: IngestSummary
+) -> tuple[list[LandingFile], list[FileResult]]:
+    """Split files into to-load and failed; count the skipped ones (ledger or same content)."""
+    seen: set[str] = set()
+    to_load: list[LandingFile] = []
+    failed: list[FileResult] = []
+    for f in landing.files:
+        if f.content_hash in done or f.content_hash in seen:
+            summary.dataset(f.dataset).files_skipped += 1
+            continue
+        seen.add(f.content_hash)
+        if f.problem is not None:
+            failed.append(FileResult(file=f, failure=f.problem))
+        else:
+            to_load.append(f)
+    return to_load, failed
+
+
+def _record(summary: IngestSummary, results: Iterable[FileResult]) -> None:
+    for r in results:
+        d = summary.dataset(r.file.dataset)
+        if r.failure is not None:
+            d.files_failed += 1
+            continue
+        d.files_loaded += 1
+        d.records_loaded += r.loaded
+        d.records_rejected += r.rejected
+        d.blank_lines += r.blank
+
+
+def _write_file_rejects(
+    engine: Engine, failed: Sequence[FileResult], batch_id: str, now: datetime
+) -> None:
+    if not failed:
+        return
+    rows = ",\n".join(
+        f"({sql_string(r.file.dataset)}, {sql_string(r.file.source)}, cast(null as bigint), "
+        f"cast(null as string), {sql_string(r.failure or '')}, cast(null as string), {_ts(now)})"
+        for r in failed
+    )
+    engine.execute(
+        f"insert into {_table(REJECTS_TABLE)} partition (_batch_id = {sql_string(batch_id)}) "
+        f"values {rows}"
+    )
+
+
+def _write_ledger(
+    engine: Engine, results: Sequence[FileResult], batch_id: str, now: datetime
+) -> None:
+    """Append the ledger rows: the commit point of the run."""
+    if not results:
+        return
+    rows = ",\n".join(
+        f"({sql_string(r.file.content_hash)}, {sql_string(r.file.dataset)}, "
+        f"{sql_string(r.file.source)}, {r.file.size}, {r.loaded}, "
+        f"{1 if r.failure is not None else r.rejected}, {_ts(now)}, {sql_string(batch_id)})"
+        for r in results
+    )
+    engine.execute(f"insert into {_table(LEDGER_TABLE)} values {rows}")
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+
+
+def ingest(engine: Engine, landing: Path, console: Console | None = None) -> IngestSummary:
+    """Load every landing file not yet ingested; returns what happened, per dataset."""
+    root = landing.expanduser().resolve()
+    if not root.is_dir():
+        raise PoisonwatchError(f"landing folder {landing} does not exist or is not a folder")
+    started = time.monotonic()
+    now = datetime.now(UTC).replace(tzinfo=None)
+    summary = IngestSummary(landing=root, batch_id=new_batch_id(now))
+    console = console or Console(stderr=True)
+    create_raw_tables(engine)
+    with session_conf(engine, SESSION_CONF):
+        _drop_stage(engine)
+        summary.cleaned_batches = drop_orphan_batches(engine)
+        found = scan_landing(root)
+        summary.unknown_folders, summary.ignored = found.unknown_folders, found.ignored
+        show = len(found.files) >= PROGRESS_MIN_FILES
+        with _progress(console) as progress:
+            task = progress.add_task("hashing", total=len(found.files), visible=show)
+            prepare(found, lambda _f: progress.advance(task))
+            to_load, failed = _plan(found, ledger_hashes(engine), summary)
+            task = progress.add_task("loading", total=len(to_load), visible=show)
+            loaded = _load_all(engine, to_load, failed, summary.batch_id, now, progress, task)
+        results = loaded + failed
+        _record(summary, results)
+        _write_file_rejects(engine, failed, summary.batch_id, now)
+        _write_ledger(engine, results, summary.batch_id, now)
+    summary.seconds = time.monotonic() - started
+    return summary
+
+
+def _load_all(
+    engine: Engine,
+    to_load: Sequence[LandingFile],
+    failed: list[FileResult],
+    batch_id: str,
+    now: datetime,
+    progress: Progress,
+    task: object,
+) -> list[FileResult]:
+    """Load the files dataset by dataset, format by format; failed files go to `failed`."""
+    results: list[FileResult] = []
+    for name in sorted({f.dataset for f in to_load}):
+        dataset = DATASETS[name]
+        for fmt in ("jsonl", "csv", "parquet"):
+            files = [f for f in to_load if f.dataset == name and f.fmt == fmt]
+            parquet_cols: dict[Path, dict[str, str]] = {}
+            if fmt == "parquet":
+                files = _check_parquet(engine, dataset, files, parquet_cols, failed)
+            for chunk in chunks(files):
+                for r in load_files(engine, dataset, chunk, parquet_cols, batch_id, now):
+                    (failed if r.failure is not None else results).append(r)
+                progress.advance(task, len(chunk))  # type: ignore[arg-type]
+    return results
+
+
+def _check_parquet(
+    engine: Engine,
+    dataset: Dataset,
+    files: Sequence[LandingFile],
+    parquet_cols: dict[Path, dict[str, str]],
+    failed: list[FileResult],
+) -> list[LandingFile]:
+    """Read each Parquet footer; unreadable files and unusable schemas are file-level rejects."""
+    ok: list[LandingFile] = []
+    for f in files:
+        try:
+            cols = parquet_schema(engine, f)
+        except Exception as exc:
+            failed.append(FileResult(file=f, failure=f"unreadable file: {error_text(exc)}"))
+            continue
+        problem = parquet_problems(dataset, cols)
+        if problem is not None:
+            failed.append(FileResult(file=f, failure=problem))
+            continue
+        parquet_cols[f.path] = cols
+        ok.append(f)
+    return ok
+
+
+def print_summary(summary: IngestSummary, console: Console | None = None) -> None:
+    """The per-dataset summary as a table, then what was not loaded and why."""
+    console = console or Console()
+    table = Table(
+        title=f"ingest {summary.landing}\nbatch {summary.batch_id}",
+        box=box.SIMPLE_HEAD,
+        caption="files: loaded / skipped (already ingested) / failed (whole file rejected)",
+    )
+    table.add_column("dataset", no_wrap=True)
+    for header in ("files", "skipped", "failed", "records", "rejected", "blank"):
+        table.add_column(header, justify="right")
+    for name in sorted(summary.datasets):
+        d = summary.datasets[name]
+        label = name if name in DATASETS else f"{name} [red](unknown)[/red]"
+        table.add_row(
+            label,
+            str(d.files_loaded),
+            str(d.files_skipped),
+            f"[red]{d.files_failed}[/red]" if d.files_failed else "0",
+            f"{d.records_loaded:,}",
+            f"[red]{d.records_rejected:,}[/red]" if d.records_rejected else "0",
+            f"{d.blank_lines:,}",
+        )
+    console.print(table)
+    rate = summary.records_loaded / summary.seconds if summary.seconds else 0.0
+    console.print(
+        f"{summary.records_loaded:,} records loaded in {summary.seconds:.1f}s "
+        f"({rate:,.0f}/s); {summary.rejected_total:,} row(s) written to "
+        f"{RAW_DATABASE}.{REJECTS_TABLE}."
+    )
+    if summary.unknown_folders:
+        console.print(
+            "[yellow]unknown dataset folder(s), files rejected:[/yellow] "
+            + ", ".join(summary.unknown_folders)
+        )
+    if summary.ignored:
+        console.print(
+            f"[dim]ignored {len(summary.ignored)} file(s) outside dataset folders or hidden: "
+            + ", ".join(Path(p).name for p in summary.ignored[:5])
+            + (" …" if len(summary.ignored) > 5 else "")
+            + "[/dim]"
+        )
+    if summary.cleaned_batches:
+        console.print(
+            "[yellow]dropped the partial data of interrupted run(s):[/yellow] "
+            + ", ".join(summary.cleaned_batches)
+        )
