@@ -41,6 +41,21 @@ def _cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    from poisonwatch.checks import print_report, run_checks
+    from poisonwatch.engine import connect
+
+    with connect(args.target) as engine:
+        report = run_checks(
+            engine,
+            args.suite,
+            freshness_days=args.freshness_days,
+            databases={"raw": args.raw_database, "marts": args.marts_database},
+        )
+    print_report(report, verbose=args.verbose)
+    return 0 if report.success else 1
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from poisonwatch.demo import run_demo
 
@@ -108,6 +123,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", help="one Spark SQL statement")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=_cmd_sql)
+
+    p = sub.add_parser("check", help="great-expectations suites over raw tables and marts")
+    p.add_argument(
+        "--suite",
+        default=None,
+        help="suite name(s), layer (raw, marts) or pattern, comma-separated (default: all)",
+    )
+    p.add_argument(
+        "--freshness-days",
+        type=float,
+        default=2.0,
+        help="latest queue snapshot must be within this many days of the newest attempt",
+    )
+    p.add_argument(
+        "--raw-database", default=None, help="check raw tables in this database (default: raw)"
+    )
+    p.add_argument(
+        "--marts-database",
+        default=None,
+        help="check marts in this database (default: the target's schema)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="list every expectation")
+    p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser("demo", help="generate → ingest → dbt build, on the current target")
     p.add_argument("--landing", default=None, help="landing folder (default: under the store)")
