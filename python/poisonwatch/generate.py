@@ -23,10 +23,10 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
 from poisonwatch.generate_catalog import (
     DESCRIPTIONS,
+    DESCRIPTIONS_JSON,
     END_DIALOG,
     EXPENSE_REPORT,
     JMS_BACKGROUND,
@@ -59,12 +59,22 @@ from poisonwatch.generate_model import (
     SBMessage,
     SBQueue,
     ServerRun,
-    expense_report_xml,
     js,
 )
 from poisonwatch.generate_policy import Policies, classify, load_policies, worst_class
 
 SB, JMS, TICK = 0, 1, 2
+OK_SB: list[tuple[str, ErrorSpec | None]] = [("C", None)]
+ACK: list[tuple[str, ErrorSpec | None, str | None]] = [("A", None, None)]
+
+
+def rr(rng: random.Random, a: int, b: int | None = None) -> int:
+    """A random int in [a, b) (or [0, a)): like randrange, a few times cheaper."""
+    if b is None:
+        return int(rng.random() * a)
+    return a + int(rng.random() * (b - a))
+
+
 FROZEN = -1  # sent to an actor whose queue or consumer was disabled: it stops
 MS = 1000
 HOUR_US = 3_600_000_000
@@ -290,7 +300,7 @@ class Engine:
                 m.queuing_order = q.order
                 m.enqueued_us = t
                 q.inqueue[(m.handle, m.seq)] = m
-        t += rng.randrange(2 * MS, 200 * MS)
+        t += rr(rng, 2 * MS, 200 * MS)
         for conv in convs:
             for m in conv:
                 last = "C"
@@ -302,9 +312,9 @@ class Engine:
                     last = step
                     if step == "F":
                         base = 5 * MS if q.style == "savepoint" else 40 * MS
-                        t = res + rng.randrange(base, 10 * base)
+                        t = res + rr(rng, base, 10 * base)
                     else:
-                        t = res + rng.randrange(1 * MS, 30 * MS)
+                        t = res + rr(rng, 1 * MS, 30 * MS)
                 self.finish_sb(m)
                 if last == "F":
                     return  # poison or parked: the group stays locked behind it
@@ -324,7 +334,7 @@ class Engine:
         q = m.queue
         c = q.consumer
         if server is None:
-            server = c.servers[self.rng.randrange(len(c.servers))]
+            server = c.servers[rr(self.rng, len(c.servers))]
         m.deliveries += 1
         dc = m.deliveries
         run = c.runs[server]
@@ -400,7 +410,7 @@ class Engine:
             run.act_window = window
             run.act_id = guid(self.rng.getrandbits(128), upper=False)
             start = T0_US + window * ACTIVATION_WINDOW_US
-            run.act_start = start + min(t - start, self.rng.randrange(0, 30_000_000))
+            run.act_start = start + min(t - start, rr(self.rng, 0, 30_000_000))
             run.act_failed = False
         run.act_last_us = t
         return run.act_id
@@ -449,7 +459,7 @@ class Engine:
         q = m.queue
         m.enqueued_us = t
         q.inqueue[m.message_id] = m
-        t += rng.randrange(1 * MS, 50 * MS)
+        t += rr(rng, 1 * MS, 50 * MS)
         for step, err, server in m.fate:
             if step == "L":  # delivered, but the consumer died before logging anything
                 m.deliveries += 1
@@ -464,7 +474,7 @@ class Engine:
             if m.deliveries >= self.jms_mda:
                 self.dead_letter(m, res)
                 break
-            t = res + self.redelivery_delay(m.failures) + rng.randrange(0, 40 * MS)
+            t = res + self.redelivery_delay(m.failures) + rr(rng, 0, 40 * MS)
         self.finish_jms(m)
 
     def redelivery_delay(self, failures: int) -> int:
@@ -682,72 +692,50 @@ def build_world(eng: Engine) -> None:
             eng.jms_queues.append(JQueue(broker, address, qname, c, [type_name]))
 
 
-def _sb_body(rng: random.Random, q: SBQueue, type_name: str, validation: str) -> str | bytes:
-    if validation == "N":
-        return bytes(rng.getrandbits(8) for _ in range(24))
-    if type_name == EXPENSE_REPORT:
-        return expense_report_xml(
-            rng.randrange(1, 300),
-            f"{rng.randrange(5, 900)}.{rng.randrange(100):02d}",
-            DESCRIPTIONS[rng.randrange(len(DESCRIPTIONS))],
-        )
-    if type_name == PROGRESS_REPORT:
-        return f"<ProgressReport><Percent>{rng.randrange(101)}</Percent></ProgressReport>"
-    tag = type_name.rsplit("/", 1)[-1]
-    note = escape(DESCRIPTIONS[rng.randrange(len(DESCRIPTIONS))])
-    return f"<{tag}><Id>{rng.randrange(10**6)}</Id><Note>{note}</Note></{tag}>"
-
-
 def sb_fate(eng: Engine, q: SBQueue, type_name: str) -> list[tuple[str, ErrorSpec | None]]:
     """A background Service Broker message's fate, as steps (C commit, F failure, E end)."""
     rng = eng.rng
     p = eng.policies
     r = rng.random()
-    n = rng.randrange(1, 5000)
+    n = rr(rng, 1, 5000)
     if type_name == PROGRESS_REPORT:
         if r < 0.05:
             err = sb_error(p, 1222)
             return [("F", err)] if rng.random() < 0.5 else [("F", err), ("C", None)]
-        return [("C", None)]
+        return OK_SB
     if r < 0.925:
-        return [("C", None)]
+        return OK_SB
     if r < 0.960:
         k = 1 + min(3, int(rng.expovariate(1.2)))
-        steps = [
-            ("F", sb_error(p, SB_TRANSIENT[rng.randrange(4)], n=rng.randrange(51, 99)))
-            for _ in range(k)
-        ]
+        steps = [("F", sb_error(p, SB_TRANSIENT[rr(rng, 4)], n=rr(rng, 51, 99))) for _ in range(k)]
         return [*steps, ("C", None)]
     if r < 0.965:  # a deadlock storm: past the threshold, then maybe through
-        k = rng.randrange(4, 7)
-        steps = [
-            ("F", sb_error(p, SB_TRANSIENT[rng.randrange(4)], n=rng.randrange(51, 99)))
-            for _ in range(k)
-        ]
+        k = rr(rng, 4, 7)
+        steps = [("F", sb_error(p, SB_TRANSIENT[rr(rng, 4)], n=rr(rng, 51, 99))) for _ in range(k)]
         return [*steps, ("C", None)] if rng.random() < 0.5 else steps
     if r < 0.973:  # unknown errors
-        k = rng.randrange(1, 6)
-        err = sb_error(p, SB_UNKNOWN[rng.randrange(2)], n=n, variant=rng.randrange(2))
+        k = rr(rng, 1, 6)
+        err = sb_error(p, SB_UNKNOWN[rr(rng, 2)], n=n, variant=rr(rng, 2))
         steps = [("F", err)] * k
         return [*steps, ("C", None)] if rng.random() < 0.4 else steps
     if r < 0.981:  # permanent: the application ends the dialog with an error, or it stays
-        err = sb_error(p, SB_PERMANENT[rng.randrange(4)], n=n, db=q.database)
-        steps = [("F", err)] * rng.randrange(1, 5)
+        err = sb_error(p, SB_PERMANENT[rr(rng, 4)], n=n, db=q.database)
+        steps = [("F", err)] * rr(rng, 1, 5)
         return [*steps, ("E", None)] if rng.random() < 0.5 else steps
     if r < 0.986 and type_name == EXPENSE_REPORT:  # invalid content fails at once
-        err = sb_error(p, 50001 + rng.randrange(2), n=n)
+        err = sb_error(p, 50001 + rr(rng, 2), n=n)
         return [("F", err), ("E", None)] if rng.random() < 0.7 else [("F", err)]
     # parked while still retrying: 1-3 transient failures and no verdict yet
-    k = rng.randrange(1, 4)
-    return [("F", sb_error(p, SB_TRANSIENT[rng.randrange(4)], n=rng.randrange(51, 99)))] * k
+    k = rr(rng, 1, 4)
+    return [("F", sb_error(p, SB_TRANSIENT[rr(rng, 4)], n=rr(rng, 51, 99)))] * k
 
 
 def new_sb_group(eng: Engine, t: int) -> tuple[Actor, int]:
     rng = eng.rng
     bg = [q for q in eng.sb_queues if not q.fixed]
-    q = bg[rng.randrange(len(bg))]
+    q = bg[rr(rng, len(bg))]
     group_id = guid(rng.getrandbits(128))
-    n_conv = 1 if rng.random() < 0.8 else rng.randrange(2, 4)
+    n_conv = 1 if rng.random() < 0.8 else rr(rng, 2, 4)
     convs: list[list[SBMessage]] = []
     planned = 0
     for _ in range(n_conv):
@@ -755,16 +743,16 @@ def new_sb_group(eng: Engine, t: int) -> tuple[Actor, int]:
         n_msgs = 1 + min(5, int(rng.expovariate(0.8)))
         conv = []
         for seq in range(n_msgs):
-            type_name, validation = q.message_types[rng.randrange(len(q.message_types))]
+            type_name, validation = q.message_types[rr(rng, len(q.message_types))]
             fate = sb_fate(eng, q, type_name)
-            body = _sb_body(rng, q, type_name, validation)
+            body = rng.getrandbits(40)  # the body is built from this when a snapshot shows it
             conv.append(SBMessage(q, group_id, handle, seq, type_name, validation, body, fate))
             planned += len(fate)
         if rng.random() < 0.3:
             conv.append(SBMessage(q, group_id, handle, n_msgs, END_DIALOG, "E", "", [("E", None)]))
             planned += 1
         convs.append(conv)
-    reader = f"{q.activation_procedure}:spid{rng.randrange(51, 120)}"
+    reader = f"{q.activation_procedure}:spid{rr(rng, 51, 120)}"
     return eng.sb_group(convs, t, reader), planned
 
 
@@ -774,17 +762,17 @@ def jms_fate(eng: Engine, heartbeat: bool) -> list[tuple[str, ErrorSpec | None, 
     p = eng.policies
     mda = eng.jms_mda
     r = rng.random()
-    n = rng.randrange(1, 100_000)
+    n = rr(rng, 1, 100_000)
     if heartbeat:
         if r < 0.05:
             err = jms_error(p, "java.net.SocketTimeoutException", n=n)
             return [("F", err, None), ("X" if rng.random() < 0.5 else "A", None, None)]
-        return [("A", None, None)]
+        return ACK
     if r < 0.93:
-        return [("A", None, None)]
+        return ACK
 
     def transient() -> ErrorSpec:
-        return jms_error(p, JMS_TRANSIENT[rng.randrange(4)], n=n, variant=rng.randrange(2))
+        return jms_error(p, JMS_TRANSIENT[rr(rng, 4)], n=n, variant=rr(rng, 2))
 
     if r < 0.97:
         k = 1 + min(mda - 2, int(rng.expovariate(0.7)))
@@ -797,32 +785,31 @@ def jms_fate(eng: Engine, heartbeat: bool) -> list[tuple[str, ErrorSpec | None, 
     if r < 0.974:
         return [("F", transient(), None) for _ in range(mda)]
     if r < 0.986:
-        err = jms_error(p, JMS_PERMANENT[rng.randrange(len(JMS_PERMANENT))], n=n)
+        err = jms_error(p, JMS_PERMANENT[rr(rng, len(JMS_PERMANENT))], n=n)
         steps = [("F", err, None) for _ in range(mda)]
         if rng.random() < 0.1:
             steps[2] = ("L", None, None)
         return steps
     if r < 0.990:
-        err = jms_error(p, JMS_VALIDATION[rng.randrange(2)], n=n)
+        err = jms_error(p, JMS_VALIDATION[rr(rng, 2)], n=n)
         return [("F", err, None) for _ in range(mda)]
     # expired while still being retried: no verdict yet
-    k = rng.randrange(1, mda)
+    k = rr(rng, 1, mda)
     return [*[("F", transient(), None) for _ in range(k)], ("X", None, None)]
 
 
 def new_jms_message(eng: Engine, t: int) -> list[tuple[Actor, int]]:
     rng = eng.rng
     bg = [jq for jq in eng.jms_queues if not jq.consumer.fixed]
-    jq = bg[rng.randrange(len(bg))]
+    jq = bg[rr(rng, len(bg))]
     subs = [x for x in bg if x.address == jq.address and x.broker == jq.broker]
     eng.msg_counter += 1
     host = "vm-41187" if jq.broker == "artemis-prod-1" else "vm-52203"
     message_id = f"ID:{host}-1795236730220-7:1:1:1:{eng.msg_counter}"
     type_name = jq.types[0]
-    group_id = f"customer-{rng.randrange(1, 500)}" if rng.random() < 0.2 else None
+    group_id = f"customer-{rr(rng, 1, 500)}" if rng.random() < 0.2 else None
     corr = f"corr-{rng.getrandbits(32):08x}" if rng.random() < 0.3 else None
-    desc = DESCRIPTIONS[rng.randrange(len(DESCRIPTIONS))]
-    body = json.dumps({"id": eng.msg_counter, "note": desc}, ensure_ascii=False)
+    body = f'{{"id": {eng.msg_counter}, "note": {DESCRIPTIONS_JSON[rr(rng, len(DESCRIPTIONS))]}}}'
     actors = []
     for sub in subs:
         fate = jms_fate(eng, type_name.endswith("Heartbeat"))

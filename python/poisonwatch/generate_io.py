@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -142,7 +141,8 @@ def _csv_cell(value: Any) -> Any:
 
 
 class ChunkedCsv:
-    """Rows (tuples in the dataset's column order) to `part-NNNNN.csv` files with a header."""
+    """Rows (tuples in the dataset's column order) streamed to `part-NNNNN.csv` files, each with
+    a header and at most `chunk_records` rows."""
 
     def __init__(self, folder: Path, dataset: str, chunk_records: int):
         self.folder = folder
@@ -150,29 +150,38 @@ class ChunkedCsv:
         self.chunk_records = chunk_records
         self.records = 0
         self.files: list[tuple[Path, int]] = []
-        self._rows: list[tuple[Any, ...]] = []
+        self._fh: IO[str] | None = None
+        self._writer: Any = None
+        self._in_chunk = 0
         folder.mkdir(parents=True, exist_ok=True)
 
-    def write(self, row: tuple[Any, ...]) -> None:
-        self._rows.append(row)
-        self.records += 1
-        if len(self._rows) >= self.chunk_records:
-            self._write_chunk()
-
-    def _write_chunk(self) -> None:
+    def _open(self) -> None:
         path = self.folder / f"part-{len(self.files):05d}.csv"
-        text = io.StringIO()
-        w = csv.writer(text, lineterminator="\n")
-        w.writerow(self.columns)
-        for row in self._rows:
-            w.writerow([_csv_cell(v) for v in row])
-        path.write_bytes(text.getvalue().encode("utf-8"))
-        self.files.append((path, len(self._rows)))
-        self._rows = []
+        self._fh = open(path, "w", encoding="utf-8", newline="")  # noqa: SIM115
+        self._writer = csv.writer(self._fh, lineterminator="\n")
+        self._writer.writerow(self.columns)
+        self.files.append((path, 0))
+        self._in_chunk = 0
+
+    def _close_chunk(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self.files[-1] = (self.files[-1][0], self._in_chunk)
+            self._fh = None
+
+    def write(self, row: tuple[Any, ...]) -> None:
+        if self._fh is None:
+            self._open()
+        self._writer.writerow([_csv_cell(v) for v in row])
+        self._in_chunk += 1
+        self.records += 1
+        if self._in_chunk >= self.chunk_records:
+            self._close_chunk()
 
     def close(self) -> list[tuple[Path, int]]:
-        if self._rows or not self.files:
-            self._write_chunk()
+        if not self.files:
+            self._open()
+        self._close_chunk()
         return self.files
 
 
@@ -191,8 +200,12 @@ def arrow_schema(dataset: str) -> pa.Schema:
     )
 
 
+ROW_GROUP = 100_000
+
+
 class ChunkedParquet:
-    """Rows to `part-NNNNN.parquet`; timestamp cells are integer microseconds since the epoch."""
+    """Rows to `part-NNNNN.parquet` (row groups of ≤ 100,000, files of ≤ `chunk_records` rows);
+    timestamp cells are integer microseconds since the epoch."""
 
     def __init__(self, folder: Path, dataset: str, chunk_records: int):
         self.folder = folder
@@ -201,16 +214,24 @@ class ChunkedParquet:
         self.records = 0
         self.files: list[tuple[Path, int]] = []
         self._rows: list[tuple[Any, ...]] = []
+        self._writer: pq.ParquetWriter | None = None
+        self._in_chunk = 0
         folder.mkdir(parents=True, exist_ok=True)
 
     def write(self, row: tuple[Any, ...]) -> None:
         self._rows.append(row)
         self.records += 1
-        if len(self._rows) >= self.chunk_records:
-            self._write_chunk()
+        if len(self._rows) >= ROW_GROUP or self._in_chunk + len(self._rows) >= self.chunk_records:
+            self._write_group()
 
-    def _write_chunk(self) -> None:
-        path = self.folder / f"part-{len(self.files):05d}.parquet"
+    def _write_group(self) -> None:
+        if self._writer is None:
+            path = self.folder / f"part-{len(self.files):05d}.parquet"
+            self._writer = pq.ParquetWriter(
+                path, self.schema, compression="snappy", use_dictionary=True, version="2.6"
+            )
+            self.files.append((path, 0))
+            self._in_chunk = 0
         arrays = []
         for i, field in enumerate(self.schema):
             values = [r[i] for r in self._rows]
@@ -218,19 +239,20 @@ class ChunkedParquet:
                 arrays.append(pa.array(values, type=pa.int64()).cast(field.type))
             else:
                 arrays.append(pa.array(values, type=field.type))
-        table = pa.Table.from_arrays(arrays, schema=self.schema)
-        pq.write_table(
-            table,
-            path,
-            compression="snappy",
-            use_dictionary=True,
-            write_statistics=True,
-            version="2.6",
-        )
-        self.files.append((path, len(self._rows)))
+        self._writer.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+        self._in_chunk += len(self._rows)
         self._rows = []
+        if self._in_chunk >= self.chunk_records:
+            self._close_chunk()
+
+    def _close_chunk(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self.files[-1] = (self.files[-1][0], self._in_chunk)
+            self._writer = None
 
     def close(self) -> list[tuple[Path, int]]:
         if self._rows or not self.files:
-            self._write_chunk()
+            self._write_group()
+        self._close_chunk()
         return self.files

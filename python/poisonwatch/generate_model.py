@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -18,6 +19,12 @@ from poisonwatch.generate_policy import ConsumerPolicy
 def js(value: Any) -> str:
     """A JSON literal (strings keep their Unicode)."""
     return json.dumps(value, ensure_ascii=False)
+
+
+@lru_cache(maxsize=4096)
+def js_name(value: str | None) -> str:
+    """`js` for the few names that repeat on every record (types, queues, consumers)."""
+    return js(value)
 
 
 @dataclass(frozen=True)
@@ -129,7 +136,7 @@ class SBMessage:
         seq: int,
         type_name: str,
         validation: str,
-        body: str | bytes,
+        body: str | bytes | int,
         fate: list[tuple[str, ErrorSpec | None]],
         scenario: str | None = None,
     ):
@@ -146,7 +153,7 @@ class SBMessage:
         self.prefix = (
             f'{queue.key_json},"conversation_group_id":"{group_id}",'
             f'"conversation_handle":"{handle}","message_sequence_number":{seq},'
-            f'"message_type_name":{js(type_name)}'
+            f'"message_type_name":{js_name(type_name)}'
         )
         self.failures = 0
         self.classes: dict[str, int] = {}
@@ -157,6 +164,10 @@ class SBMessage:
 
     def encoded_body(self) -> str:
         if self.body_b64 is None:
+            if isinstance(self.body, int):
+                from poisonwatch.generate_catalog import sb_body
+
+                self.body = sb_body(self.body, self.type_name, self.validation)
             if self.validation == "X":
                 raw = str(self.body).encode("utf-16-le")
             elif self.validation == "E":
@@ -252,6 +263,11 @@ class JQueue:
         self.inqueue: dict[str, JMessage] = {}
 
 
+def _id_json(value: str | None) -> str:
+    """Ids the generator makes are plain ASCII without quotes or backslashes."""
+    return "null" if value is None else f'"{value}"'
+
+
 class JMessage:
     """One JMS message on one subscription queue, with its delivery state."""
 
@@ -292,11 +308,11 @@ class JMessage:
         self.fate = fate  # ("A"|"F"|"L"|"X", error, server or None)
         self.scenario = scenario
         self.prefix1 = (
-            f'{queue.key_json},"message_id":{js(message_id)},'
-            f'"correlation_id":{js(correlation_id)},"group_id":{js(group_id)}'
+            f'{queue.key_json},"message_id":{_id_json(message_id)},'
+            f'"correlation_id":{_id_json(correlation_id)},"group_id":{_id_json(group_id)}'
         )
         self.prefix2 = (
-            f'"orig_address":null,"orig_queue":null,"message_type":{js(type_name)},'
+            f'"orig_address":null,"orig_queue":null,"message_type":{js_name(type_name)},'
             f'"consumer_id":{queue.consumer.id_json}'
         )
         self.deliveries = 0

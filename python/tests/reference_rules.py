@@ -1,0 +1,328 @@
+"""An independent re-implementation of docs/rules.md over landing files, for tests.
+
+It reads a landing folder the way a consumer of the landing contract would (every format:
+.jsonl, .jsonl.gz, .csv, .parquet), reads the policy seeds itself, and derives the labels
+(messages, queues, consumers) from the records alone — nothing from the generator's state.
+Kept deliberately plain and unoptimised: it is the second opinion, not the product.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import re
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+_TIME = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+SB_FAILURES = {"rolled_back", "rolled_back_to_savepoint"}
+JMS_FAILURES = {"rolled_back", "temporarily_unavailable"}
+RANK = ["transient", "unknown", "permanent", "validation"]
+
+
+def to_micros(value: Any) -> int:
+    """ISO-8601 text (any fraction length, Z or offset) or a datetime -> UTC microseconds."""
+    if isinstance(value, datetime):
+        return (value - _EPOCH) // timedelta(microseconds=1)
+    m = _TIME.match(value)
+    if not m:
+        raise ValueError(f"not an ISO-8601 time: {value!r}")
+    base = datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+    micros = int((base - _EPOCH).total_seconds()) * 1_000_000
+    frac = (m.group(2) or "").ljust(9, "0")
+    micros += int(frac) // 1000
+    tz = m.group(3)
+    if tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        hours, minutes = int(tz[1:3]), int(tz[4:6])
+        micros -= sign * (hours * 3600 + minutes * 60) * 1_000_000
+    return micros
+
+
+def _csv_value(text: str) -> Any:
+    if text == "":
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    return text
+
+
+def read_dataset(landing: Path, dataset: str) -> list[dict[str, Any]]:
+    """Every record of a dataset folder, files in name order, each with `_order`."""
+    rows: list[dict[str, Any]] = []
+    for path in sorted((landing / dataset).iterdir()):
+        name = path.name
+        if name.endswith(".jsonl.gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as fh:
+                rows.extend(json.loads(line) for line in fh if line.strip())
+        elif name.endswith(".jsonl"):
+            with path.open(encoding="utf-8") as fh:
+                rows.extend(json.loads(line) for line in fh if line.strip())
+        elif name.endswith(".csv"):
+            with path.open(newline="", encoding="utf-8") as fh:
+                rows.extend({k: _csv_value(v) for k, v in r.items()} for r in csv.DictReader(fh))
+        elif name.endswith(".parquet"):
+            rows.extend(pq.read_table(path).to_pylist())
+        else:
+            raise ValueError(f"unexpected file {path}")
+    for i, r in enumerate(rows):
+        r["_order"] = i
+    return rows
+
+
+# ------------------------------------------------------------------ policies
+
+
+def _seed_rows(seeds: Path, name: str) -> list[dict[str, str]]:
+    with (seeds / name).open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+class Policy:
+    def __init__(self, seeds: Path):
+        self.failure = {
+            (r["broker_kind"], r["queue_name"]): r
+            for r in _seed_rows(seeds, "failure_policies.csv")
+        }
+        self.classes = {
+            (r["broker_kind"], r["error_key"]): r["failure_class"]
+            for r in _seed_rows(seeds, "error_classes.csv")
+        }
+        self.consumers = {r["consumer_id"]: r for r in _seed_rows(seeds, "consumer_policies.csv")}
+        self.disposable = {
+            (r["broker_kind"], r["queue_name"], r["message_type_name"])
+            for r in _seed_rows(seeds, "disposable_message_types.csv")
+        }
+
+    def failure_row(self, kind: str, queue: str) -> dict[str, str]:
+        return self.failure.get((kind, queue)) or self.failure[(kind, "*")]
+
+    def is_disposable(self, kind: str, queue: str, message_type: str | None) -> bool:
+        return (kind, queue, message_type) in self.disposable or (
+            kind,
+            "*",
+            message_type,
+        ) in self.disposable
+
+    def consumer(self, cid: str) -> dict[str, str]:
+        return self.consumers.get(cid) or self.consumers["*"]
+
+
+def _num(text: str, default: int | None) -> int | None:
+    return int(text) if text.strip() else default
+
+
+# ------------------------------------------------------------------ messages
+
+
+def _attempt_key(r: dict[str, Any]) -> tuple[int, str, int]:
+    return (to_micros(r["attempted_at"]), r.get("attempt_id") or "", r["_order"])
+
+
+def _classify_message(
+    kind: str, queue: str, attempts: list[dict[str, Any]], policy: Policy
+) -> tuple[str, str] | None:
+    failure_outcomes = SB_FAILURES if kind == "service_broker" else JMS_FAILURES
+    success = "committed" if kind == "service_broker" else "acknowledged"
+    failed = [a for a in attempts if a["outcome"] in failure_outcomes]
+    if not failed:
+        return None
+    row = policy.failure_row(kind, queue)
+    classes = []
+    for a in failed:
+        if kind == "service_broker":
+            key = None if a.get("error_number") is None else str(a["error_number"])
+        else:
+            key = a.get("exception_class")
+        if kind == "jms" and a["outcome"] == "temporarily_unavailable":
+            classes.append("transient")
+        else:
+            classes.append(policy.classes.get((kind, key), "unknown"))
+    if attempts[-1]["outcome"] == success:
+        return "recovered", "succeeded_after_failures"
+    if "validation" in classes and row["validation_is_poison"].strip().lower() == "true":
+        return "poison", "invalid_content"
+    pet = _num(row["permanent_error_threshold"], None)
+    if pet is not None and classes.count("permanent") >= pet:
+        return "poison", "permanent_error"
+    type_col = "message_type_name" if kind == "service_broker" else "message_type"
+    if policy.is_disposable(kind, queue, attempts[-1].get(type_col)):
+        return "poison", "disposable"
+    if kind == "service_broker":
+        threshold = _num(row["failure_threshold"], 3)
+        assert threshold is not None
+        if len(failed) > threshold:
+            return "poison", "threshold_exceeded"
+        if len(failed) == threshold:
+            return "suspect", "at_threshold"
+        return "retrying", "below_threshold"
+    mda = _num(row["max_delivery_attempts"], 10)
+    assert mda is not None
+    deliveries = max(len(failed), max(int(a.get("delivery_count") or 0) for a in failed))
+    if deliveries >= mda:
+        return "poison", "max_deliveries"
+    if deliveries == mda - 1:
+        return "suspect", "at_threshold"
+    return "retrying", "below_threshold"
+
+
+def message_labels(landing: Path, policy: Policy) -> dict[tuple[Any, ...], tuple[str, str]]:
+    out: dict[tuple[Any, ...], tuple[str, str]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in read_dataset(landing, "ssb_receive_attempts"):
+        key = (
+            "service_broker",
+            r["server_name"],
+            r["database_name"],
+            r["queue_name"],
+            r["conversation_handle"].upper(),
+            int(r["message_sequence_number"]),
+        )
+        groups[key].append(r)
+    for r in read_dataset(landing, "jms_receive_attempts"):
+        groups[("jms", r["broker_name"], r["queue_name"], r["message_id"])].append(r)
+    for key, attempts in groups.items():
+        attempts.sort(key=_attempt_key)
+        queue = key[3] if key[0] == "service_broker" else key[2]
+        verdict = _classify_message(key[0], queue, attempts, policy)
+        if verdict is not None:
+            out[key] = verdict
+    return out
+
+
+# ------------------------------------------------------------------ queues
+
+
+def queue_labels(landing: Path) -> dict[tuple[str, str, str], bool]:
+    attempts: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in read_dataset(landing, "ssb_receive_attempts"):
+        attempts[(r["server_name"], r["database_name"], r["queue_name"])].append(r)
+    states: dict[tuple[str, str, str], list[tuple[int, bool]]] = defaultdict(list)
+    for r in read_dataset(landing, "ssb_queue_states"):
+        states[(r["server_name"], r["database_name"], r["queue_name"])].append(
+            (to_micros(r["snapshot_at"]), bool(r["is_receive_enabled"]))
+        )
+    snap_times: dict[tuple[str, str, str], int] = {}
+    for r in read_dataset(landing, "ssb_queue_snapshots"):
+        k = (r["server_name"], r["database_name"], r["queue_name"])
+        snap_times[k] = max(snap_times.get(k, 0), to_micros(r["snapshot_at"]))
+    events: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    for r in read_dataset(landing, "ssb_broker_events"):
+        if r["event_type"] == "BROKER_QUEUE_DISABLED":
+            events[(r["server_name"], r["database_name"], r["queue_name"])].append(
+                to_micros(r["event_time"])
+            )
+    out = {}
+    for q in set(attempts) | set(states):
+        latest = max([t for t, _ in states.get(q, [])] + [snap_times.get(q, 0)])
+        run = 0
+        for a in sorted(attempts.get(q, []), key=_attempt_key):
+            if to_micros(a["attempted_at"]) > latest:
+                break
+            run = run + 1 if a["outcome"] == "rolled_back" else 0
+        observed = any(t == latest and not enabled for t, enabled in states.get(q, []))
+        for ev in events.get(q, []):
+            if ev <= latest and not any(
+                t > ev and t <= latest and enabled for t, enabled in states.get(q, [])
+            ):
+                observed = True
+        out[q] = observed or run >= 5
+    return out
+
+
+# ------------------------------------------------------------------ consumers
+
+
+def consumer_labels(landing: Path, policy: Policy) -> dict[str, tuple[bool, str | None]]:
+    per_server: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in read_dataset(landing, "jms_receive_attempts"):
+        per_server[(r["consumer_id"], r["server_name"])].append(r)
+    reporting: dict[str, list[bool]] = defaultdict(list)  # consumer -> [reached N?] per server
+    consumers = set()
+    for (cid, _server), attempts in per_server.items():
+        consumers.add(cid)
+        m = int(policy.consumer(cid)["max_consecutive_failures"])
+        n = m // 3
+        same = any_run = longest_same = longest_any = 0
+        prev: str | None = None
+        for a in sorted(attempts, key=_attempt_key):
+            if a["outcome"] == "temporarily_unavailable":
+                continue
+            if a["outcome"] == "acknowledged":
+                same = any_run = 0
+                prev = None
+                continue
+            cls = a.get("exception_class")
+            same = same + 1 if prev is not None and cls == prev else 1
+            prev = cls
+            any_run += 1
+            longest_same = max(longest_same, same)
+            longest_any = max(longest_any, any_run)
+        if longest_same >= n or longest_any >= m:
+            reporting[cid].append(longest_same >= n)
+    tripped: dict[str, str] = {}
+    for cid in consumers:
+        mode = (policy.consumer(cid)["breaker_mode"] or "ANY").upper()
+        reports = reporting.get(cid, [])
+        if len(reports) >= (2 if mode == "MANY" else 1):
+            tripped[cid] = "same_exception_type" if any(reports) else "any_exception_types"
+    groups = {
+        policy.consumer(cid)["scheduled_group"]
+        for cid in tripped
+        if policy.consumer(cid)["scheduled_group"]
+    }
+    out: dict[str, tuple[bool, str | None]] = {}
+    for cid in consumers:
+        group = policy.consumer(cid)["scheduled_group"]
+        if cid in tripped:
+            out[cid] = (True, tripped[cid])
+        elif group and group in groups:
+            out[cid] = (True, "scheduled_group")
+        else:
+            out[cid] = (False, None)
+    return out
+
+
+def read_labels(landing: Path) -> dict[str, dict[Any, Any]]:
+    """labels.jsonl as {message: {key: (cls, reason)}, queue: {...}, consumer: {...}}."""
+    out: dict[str, dict[Any, Any]] = {"message": {}, "queue": {}, "consumer": {}}
+    with (landing / "labels.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            if d["kind"] == "message" and d["broker_kind"] == "service_broker":
+                key: Any = (
+                    "service_broker",
+                    d["server_name"],
+                    d["database_name"],
+                    d["queue_name"],
+                    d["conversation_handle"].upper(),
+                    int(d["message_sequence_number"]),
+                )
+                out["message"][key] = (d["classification"], d["reason"])
+            elif d["kind"] == "message":
+                key = ("jms", d["broker_name"], d["queue_name"], d["message_id"])
+                out["message"][key] = (d["classification"], d["reason"])
+            elif d["kind"] == "queue":
+                out["queue"][(d["server_name"], d["database_name"], d["queue_name"])] = d[
+                    "is_disabled"
+                ]
+            else:
+                out["consumer"][d["consumer_id"]] = (d["is_tripped"], d["trip_reason"])
+    return out
+
+
+def derive_labels(landing: Path, seeds: Path) -> dict[str, dict[Any, Any]]:
+    """The labels docs/rules.md gives the landing files, in the shape of `read_labels`."""
+    policy = Policy(seeds)
+    return {
+        "message": message_labels(landing, policy),
+        "queue": queue_labels(landing),
+        "consumer": consumer_labels(landing, policy),
+    }
