@@ -474,7 +474,7 @@ class Engine:
             if m.deliveries >= self.jms_mda:
                 self.dead_letter(m, res)
                 break
-            t = res + self.redelivery_delay(m.failures) + rr(rng, 0, 40 * MS)
+            t = res + self.redelivery_delay(m.deliveries) + rr(rng, 0, 40 * MS)
         self.finish_jms(m)
 
     def redelivery_delay(self, failures: int) -> int:
