@@ -599,7 +599,9 @@ def start(workers: int | None = None, timeout: float = 300.0) -> State:
             )
         except BaseException:
             # Never leave half a cluster behind.
-            _stop_processes(layout, state)
+            left = _stop_processes(layout, state)
+            if not left:
+                layout.state_file.unlink(missing_ok=True)
             raise
         state.startup_seconds = round(time.monotonic() - t0, 1)
         state.save(layout.state_file)
