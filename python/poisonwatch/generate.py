@@ -81,6 +81,8 @@ HOUR_US = 3_600_000_000
 ACTIVATION_WINDOW_US = HOUR_US
 SNAPSHOTS_DURING = 5  # snapshots while traffic flows; one more after the last attempt
 MAX_CHUNK = 1_000_000
+SWEEP_AFTER_US = 45 * 60_000_000  # stuck background conversations are ended after 45-90 min
+DLQ_RETENTION_US = 12 * HOUR_US  # operators purge dead letters older than this
 
 DATASET_NAMES = (
     "ssb_queue_snapshots",
@@ -163,6 +165,7 @@ class Engine:
         self.activation_ends: list[int] = []
         self.msg_counter = 0
         self.progress: Any = None
+        self.traffic_end = 1 << 62  # when background arrivals stopped: no sweeps after it
 
     # ------------------------------------------------------------------ scheduling
 
@@ -182,7 +185,7 @@ class Engine:
             t, _, actor, spec = pop(heap)
             kind = spec[1]
             if kind == SB:
-                if spec[2].queue.disabled:
+                if spec[2].queue.disabled or (spec[3] == "S" and t > self.traffic_end):
                     res = FROZEN
                 else:
                     t = max(t, self.clock + 2)
@@ -231,7 +234,7 @@ class Engine:
             m.last_success = True
             q.inqueue.pop((m.handle, m.seq), None)
             number, message = "null", "null"
-        else:
+        else:  # "E" the application ended the conversation, "S" the sweeper did
             outcome = "ended_conversation"
             m.last_success = False
             for other in m.conversation:
@@ -315,6 +318,23 @@ class Engine:
                         t = res + rr(rng, base, 10 * base)
                     else:
                         t = res + rr(rng, 1 * MS, 30 * MS)
+                if last == "F" and not q.fixed:
+                    # A sweeper job ends conversations stuck on a failed message after a while
+                    # (seed 000's TrackMessage, seed 004's holding queue), so a busy queue does
+                    # not grow without end; recent ones are still live and hold up their group.
+                    res = yield (
+                        t + SWEEP_AFTER_US + rr(rng, SWEEP_AFTER_US),
+                        SB,
+                        m,
+                        "S",
+                        None,
+                        reader,
+                    )
+                    if res == FROZEN:
+                        self.finish_sb(m)
+                        return
+                    last = "E"
+                    t = res + rr(rng, 1 * MS, 30 * MS)
                 self.finish_sb(m)
                 if last == "F":
                     return  # poison or parked: the group stays locked behind it
@@ -566,7 +586,10 @@ class Engine:
                     )
                 )
         for broker in sorted(self.dlq):
-            for (_mid, _qn), (m, moved, dc) in self.dlq[broker].items():
+            entries = self.dlq[broker]
+            for key in [k for k, v in entries.items() if v[1] < t - DLQ_RETENTION_US]:
+                del entries[key]
+            for (_mid, _qn), (m, moved, dc) in entries.items():
                 if moved <= t:
                     self.w.jms_snapshots.write(
                         self.jms_snapshot_row(
@@ -835,6 +858,8 @@ def arrivals(eng: Engine, budget: int, span_us: int) -> Iterator[tuple[Any, ...]
                 eng.start(actor)
                 planned += n
         units += 1
+        if planned >= budget:
+            eng.traffic_end = t
         per_unit = planned / units
         mean_gap = span_us * per_unit / max(1, budget)
         t += max(3, int(rng.expovariate(1.0) * mean_gap))
