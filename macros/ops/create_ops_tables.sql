@@ -1,0 +1,82 @@
+{#-
+    Creates the remediation ledgers written by `poisonwatch apply` (issue 4), empty, when they
+    are missing, so that the models reading them work on a fresh store. Append-only tables:
+    nothing here or in `apply` needs MERGE/UPDATE/DELETE. Called from `on-run-start`.
+-#}
+{% macro create_ops_tables() -%}
+    {{ return(adapter.dispatch('create_ops_tables', 'poisonwatch')()) }}
+{%- endmacro %}
+
+{% macro default__create_ops_tables() -%}
+    {%- set ops = var('ops_database', 'poisonwatch_ops') -%}
+    {%- set file_format = var('file_format', 'parquet') -%}
+    {%- set tables = poisonwatch_ops_table_columns() -%}
+    {%- if execute -%}
+        {%- set existing = run_query("show databases like '" ~ ops ~ "'") -%}
+        {%- if existing.rows | length == 0 -%}
+            {%- do run_query('create database if not exists ' ~ ops) -%}
+        {%- endif -%}
+        {%- for table_name, columns in tables.items() -%}
+            {%- set ddl -%}
+                create table if not exists {{ ops }}.{{ table_name }} (
+                    {%- for column_name, column_type in columns %}
+                    {{ column_name }} {{ column_type }}{{ "," if not loop.last }}
+                    {%- endfor %}
+                ) using {{ file_format }}
+            {%- endset -%}
+            {%- do run_query(ddl) -%}
+        {%- endfor -%}
+    {%- endif -%}
+    select 1 as ops_tables_ready
+{%- endmacro %}
+
+{#- The ledgers' columns: the interface between `poisonwatch apply` and the models. -#}
+{% macro poisonwatch_ops_table_columns() -%}
+    {{ return({
+        'action_log': [
+            ('action_id', 'string'),
+            ('run_id', 'string'),
+            ('applied_at', 'timestamp'),
+            ('outcome', 'string'),
+        ],
+        'ended_conversations': [
+            ('action_id', 'string'),
+            ('server_name', 'string'),
+            ('database_name', 'string'),
+            ('queue_name', 'string'),
+            ('conversation_handle', 'string'),
+            ('ended_at', 'timestamp'),
+            ('error_code', 'int'),
+            ('error_description', 'string'),
+            ('run_id', 'string'),
+        ],
+        'dead_letter_queue': [
+            ('action_id', 'string'),
+            ('broker_kind', 'string'),
+            ('broker_name', 'string'),
+            ('server_name', 'string'),
+            ('database_name', 'string'),
+            ('queue_name', 'string'),
+            ('conversation_handle', 'string'),
+            ('message_sequence_number', 'bigint'),
+            ('message_id', 'string'),
+            ('orig_address', 'string'),
+            ('orig_queue', 'string'),
+            ('message_type_name', 'string'),
+            ('delivery_count', 'int'),
+            ('failure_class', 'string'),
+            ('reason', 'string'),
+            ('body', 'string'),
+            ('properties', 'string'),
+            ('dead_lettered_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
+        'disabled_consumers': [
+            ('action_id', 'string'),
+            ('consumer_id', 'string'),
+            ('scheduled_group', 'string'),
+            ('disabled_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
+    }) }}
+{%- endmacro %}

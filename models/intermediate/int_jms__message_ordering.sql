@@ -1,0 +1,40 @@
+-- Per JMS message, whether it was processed out of order after a redelivery (seed 002:
+-- "ordering is broken then"): it failed at least once, and a message of the same queue first
+-- delivered after it was acknowledged before it was (or while it still is not).
+-- A window over messages ordered by first delivery replaces a self-join.
+
+with messages as (
+    select
+        message_key,
+        max(broker_name) as broker_name,
+        max(queue_name) as queue_name,
+        max(message_id) as message_id,
+        min(attempted_at) as first_attempted_at,
+        min(case when is_success then attempted_at end) as acknowledged_at,
+        count_if(is_failure) as failure_count,
+        count_if(is_redelivered) as redelivered_count
+    from {{ ref('int_receive_attempts_sequenced') }}
+    where broker_kind = 'jms'
+    group by message_key
+),
+
+overtaken as (
+    select
+        messages.*,
+        min(acknowledged_at) over (
+            partition by broker_name, queue_name
+            order by first_attempted_at, message_key
+            rows between 1 following and unbounded following
+        ) as first_later_message_acknowledged_at
+    from messages
+)
+
+select
+    overtaken.*,
+    coalesce(
+        (failure_count > 0 or redelivered_count > 0)
+        and first_later_message_acknowledged_at
+        < coalesce(acknowledged_at, timestamp '9999-12-31 23:59:59'),
+        false
+    ) as has_out_of_order_processing
+from overtaken

@@ -1,0 +1,58 @@
+-- Per failed JMS delivery, when the broker should redeliver it: Artemis' delayed
+-- redelivery, delay x multiplier^(n - 1) capped at the max delay (policy seed), n being
+-- the message's failures so far; and when it was in fact delivered again.
+
+with attempts as (
+    select * from {{ ref('int_receive_attempts_sequenced') }}
+    where broker_kind = 'jms'
+),
+
+policies as (
+    select * from {{ ref('int_queue_policies') }}
+    where broker_kind = 'jms'
+),
+
+with_next as (
+    select
+        attempts.attempt_key,
+        attempts.message_key,
+        attempts.broker_name,
+        attempts.queue_name,
+        attempts.message_id,
+        attempts.attempt_number,
+        attempts.attempted_at,
+        attempts.outcome,
+        attempts.is_failure,
+        attempts.failures_so_far,
+        lead(attempts.attempted_at) over (
+            partition by attempts.message_key
+            order by attempts.attempt_number
+        ) as next_attempted_at,
+        policies.redelivery_delay_ms,
+        policies.redelivery_multiplier,
+        policies.max_redelivery_delay_ms
+    from attempts
+    left join policies
+        on attempts.queue_name = policies.queue_name
+),
+
+scheduled as (
+    select
+        with_next.*,
+        {{ redelivery_delay_ms('redelivery_delay_ms', 'redelivery_multiplier', 'max_redelivery_delay_ms', 'failures_so_far') }}
+            as expected_redelivery_delay_ms
+    from with_next
+    where is_failure
+)
+
+select
+    scheduled.*,
+    timestamp_millis(unix_millis(attempted_at) + coalesce(expected_redelivery_delay_ms, 0))
+        as expected_redelivery_at,
+    unix_millis(next_attempted_at) - unix_millis(attempted_at) as actual_redelivery_delay_ms,
+    coalesce(
+        unix_millis(next_attempted_at) - unix_millis(attempted_at) < expected_redelivery_delay_ms,
+        false
+    ) as is_redelivered_early,
+    failures_so_far = max(failures_so_far) over (partition by message_key) as is_latest_failure
+from scheduled

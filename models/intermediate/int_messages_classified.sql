@@ -1,0 +1,145 @@
+-- One row per message with at least one failure: its failure counts and the verdict of
+-- rules.md ("Classification", first rule that applies wins).
+
+with attempts as (
+    select * from {{ ref('int_receive_attempts_sequenced') }}
+),
+
+policies as (
+    select * from {{ ref('int_queue_policies') }}
+),
+
+disposable_types as (
+    select distinct
+        lower({{ seed_string('broker_kind') }}) as broker_kind,
+        {{ seed_string('queue_name') }} as queue_name,
+        {{ seed_string('message_type_name') }} as message_type_name
+    from {{ ref('disposable_message_types') }}
+),
+
+messages as (
+    select
+        message_key,
+        max(broker_kind) as broker_kind,
+        max(server_name) as server_name,
+        max(database_name) as database_name,
+        max(broker_name) as broker_name,
+        max(queue_name) as queue_name,
+        max(conversation_handle) as conversation_handle,
+        max_by(conversation_group_id, attempt_number) as conversation_group_id,
+        max(message_sequence_number) as message_sequence_number,
+        max(message_id) as message_id,
+        max_by(address, attempt_number) as address,
+        max_by(orig_address, attempt_number) as orig_address,
+        max_by(orig_queue, attempt_number) as orig_queue,
+        max_by(group_id, attempt_number) as group_id,
+        max_by(message_type_name, case when message_type_name is not null then attempt_number end)
+            as message_type_name,
+        max_by(consumer_id, attempt_number) as consumer_id,
+        count(*) as attempt_count,
+        count_if(is_failure) as failure_count,
+        max_by(consecutive_failures, attempt_number) as consecutive_failure_count,
+        count_if(is_whole_transaction_rollback) as whole_transaction_rollback_count,
+        count(distinct case when is_failure then error_key end) as distinct_error_count,
+        count_if(failure_class = 'permanent') as permanent_failure_count,
+        count_if(failure_class = 'validation') as validation_failure_count,
+        count_if(is_temporarily_unavailable) as temporarily_unavailable_count,
+        max(case when is_failure then delivery_count end) as max_failed_delivery_count,
+        max({{ failure_class_rank('failure_class') }}) as failure_class_rank,
+        min(case when is_failure then attempted_at end) as first_failed_at,
+        max(case when is_failure then attempted_at end) as last_failed_at,
+        min(attempted_at) as first_attempted_at,
+        max(attempted_at) as last_attempted_at,
+        max_by(outcome, attempt_number) as last_outcome,
+        max_by(is_success, attempt_number) as is_last_attempt_success,
+        max_by(error_key, case when is_failure then attempt_number end) as last_error_key,
+        max_by(error_message, case when is_failure then attempt_number end) as last_error_message,
+        max(case when is_success then attempted_at end) as last_succeeded_at,
+        count_if(is_conversation_end) > 0 as has_conversation_end_attempt
+    from attempts
+    group by message_key
+    having count_if(is_failure) > 0
+),
+
+with_policy as (
+    select
+        messages.*,
+        {{ failure_class_from_rank('messages.failure_class_rank') }} as failure_class,
+        case
+            when messages.broker_kind = 'jms'
+                then greatest(messages.failure_count, coalesce(messages.max_failed_delivery_count, 0))
+        end as delivery_count,
+        policies.policy_name,
+        policies.policy_scope,
+        policies.failure_threshold as policy_failure_threshold,
+        policies.max_delivery_attempts,
+        policies.permanent_error_threshold,
+        policies.validation_is_poison,
+        policies.policy_action,
+        policies.error_code,
+        policies.error_description,
+        policies.redelivery_delay_ms,
+        policies.redelivery_multiplier,
+        policies.max_redelivery_delay_ms,
+        policies.park_delay_minutes,
+        coalesce(queue_disposable.message_type_name, any_queue_disposable.message_type_name)
+            is not null as is_disposable_type
+    from messages
+    left join policies
+        on messages.broker_kind = policies.broker_kind
+        and messages.queue_name = policies.queue_name
+    left join disposable_types as queue_disposable
+        on messages.broker_kind = queue_disposable.broker_kind
+        and messages.queue_name = queue_disposable.queue_name
+        and messages.message_type_name = queue_disposable.message_type_name
+    left join disposable_types as any_queue_disposable
+        on messages.broker_kind = any_queue_disposable.broker_kind
+        and any_queue_disposable.queue_name = '*'
+        and messages.message_type_name = any_queue_disposable.message_type_name
+),
+
+verdicts as (
+    select
+        with_policy.*,
+        case
+            when is_last_attempt_success then 'recovered'
+            when validation_failure_count > 0 and coalesce(validation_is_poison, false) then 'poison'
+            when permanent_error_threshold is not null
+                and permanent_failure_count >= permanent_error_threshold then 'poison'
+            when is_disposable_type then 'poison'
+            when broker_kind = 'service_broker' and failure_count > policy_failure_threshold
+                then 'poison'
+            when broker_kind = 'jms' and delivery_count >= max_delivery_attempts then 'poison'
+            when broker_kind = 'service_broker' and failure_count = policy_failure_threshold
+                then 'suspect'
+            when broker_kind = 'jms' and delivery_count = max_delivery_attempts - 1 then 'suspect'
+            else 'retrying'
+        end as classification,
+        case
+            when is_last_attempt_success then 'succeeded_after_failures'
+            when validation_failure_count > 0 and coalesce(validation_is_poison, false)
+                then 'invalid_content'
+            when permanent_error_threshold is not null
+                and permanent_failure_count >= permanent_error_threshold then 'permanent_error'
+            when is_disposable_type then 'disposable'
+            when broker_kind = 'service_broker' and failure_count > policy_failure_threshold
+                then 'threshold_exceeded'
+            when broker_kind = 'jms' and delivery_count >= max_delivery_attempts
+                then 'max_deliveries'
+            when broker_kind = 'service_broker' and failure_count = policy_failure_threshold
+                then 'at_threshold'
+            when broker_kind = 'jms' and delivery_count = max_delivery_attempts - 1
+                then 'at_threshold'
+            else 'below_threshold'
+        end as reason
+    from with_policy
+)
+
+select
+    verdicts.*,
+    case
+        when broker_kind = 'jms' then max_delivery_attempts
+        when reason = 'permanent_error' then permanent_error_threshold
+        else policy_failure_threshold
+    end as failure_threshold
+from verdicts

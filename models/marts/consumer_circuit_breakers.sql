@@ -1,0 +1,169 @@
+-- One row per JMS consumer setting with attempts: the circuit breaker ("fuse") of seed 002
+-- as rules.md states it. A server reports when its longest same-type run reaches N or its
+-- longest any-type run reaches M; mode ANY trips on one report, MANY on reports from two or
+-- more servers; a tripped consumer trips the rest of its scheduled group.
+
+with runs as (
+    select * from {{ ref('int_jms__consumer_failure_runs') }}
+),
+
+consumers as (
+    select
+        consumer_id,
+        count(distinct server_name) as server_count,
+        min(attempted_at) as first_attempted_at,
+        max(attempted_at) as last_attempted_at
+    from {{ ref('int_receive_attempts_sequenced') }}
+    where broker_kind = 'jms'
+    group by consumer_id
+),
+
+policies as (
+    select
+        {{ seed_string('consumer_id') }} as consumer_id,
+        cast(max_consecutive_failures as int) as max_consecutive_failures,
+        upper({{ seed_string('breaker_mode') }}) as breaker_mode,
+        {{ seed_string('scheduled_group') }} as scheduled_group
+    from {{ ref('consumer_policies') }}
+),
+
+consumer_policies as (
+    select
+        consumers.*,
+        coalesce(
+            case
+                when own_policy.consumer_id is not null then own_policy.breaker_mode
+                else default_policy.breaker_mode
+            end,
+            upper('{{ var("default_breaker_mode", "ANY") }}')
+        ) as breaker_mode,
+        case
+            when own_policy.consumer_id is not null then own_policy.max_consecutive_failures
+            when default_policy.consumer_id is not null
+                then default_policy.max_consecutive_failures
+            else {{ var('default_max_consecutive_failures', 10) }}
+        end as max_consecutive_failures,
+        case
+            when own_policy.consumer_id is not null then own_policy.scheduled_group
+            else default_policy.scheduled_group
+        end as scheduled_group
+    from consumers
+    left join policies as own_policy
+        on consumers.consumer_id = own_policy.consumer_id
+    left join policies as default_policy
+        on default_policy.consumer_id = '*'
+),
+
+server_runs as (
+    select
+        consumer_id,
+        server_name,
+        max(same_type_run) as longest_same_type_run,
+        max(any_type_run) as longest_any_type_run,
+        max_by(exception_class, same_type_run) as same_type_exception_class
+    from runs
+    group by consumer_id, server_name
+),
+
+server_reports as (
+    select
+        server_runs.*,
+        consumer_policies.max_consecutive_failures,
+        cast(floor(consumer_policies.max_consecutive_failures / 3) as int) as same_type_threshold,
+        server_runs.longest_same_type_run
+        >= cast(floor(consumer_policies.max_consecutive_failures / 3) as int) as is_same_type_report,
+        server_runs.longest_any_type_run
+        >= consumer_policies.max_consecutive_failures as is_any_type_report
+    from server_runs
+    inner join consumer_policies
+        on server_runs.consumer_id = consumer_policies.consumer_id
+),
+
+per_consumer as (
+    select
+        consumer_id,
+        max(longest_same_type_run) as longest_same_type_run,
+        max(longest_any_type_run) as longest_any_type_run,
+        max_by(same_type_exception_class, longest_same_type_run) as same_type_exception_class,
+        count_if(is_same_type_report or is_any_type_report) as reporting_server_count,
+        count_if(is_same_type_report) as same_type_reporting_server_count,
+        array_join(array_sort(collect_set(
+            case when is_same_type_report or is_any_type_report then server_name end
+        )), ',') as reporting_servers
+    from server_reports
+    group by consumer_id
+),
+
+self_tripped as (
+    select
+        consumer_policies.*,
+        cast(floor(consumer_policies.max_consecutive_failures / 3) as int) as same_type_threshold,
+        coalesce(per_consumer.longest_same_type_run, 0) as longest_same_type_run,
+        coalesce(per_consumer.longest_any_type_run, 0) as longest_any_type_run,
+        case
+            when per_consumer.longest_same_type_run > 0 then per_consumer.same_type_exception_class
+        end as same_type_exception_class,
+        coalesce(per_consumer.reporting_server_count, 0) as reporting_server_count,
+        coalesce(per_consumer.same_type_reporting_server_count, 0)
+            as same_type_reporting_server_count,
+        nullif(per_consumer.reporting_servers, '') as reporting_servers,
+        coalesce(per_consumer.reporting_server_count, 0)
+        >= case when consumer_policies.breaker_mode = 'MANY' then 2 else 1 end
+            as is_self_tripped
+    from consumer_policies
+    left join per_consumer
+        on consumer_policies.consumer_id = per_consumer.consumer_id
+),
+
+grouped as (
+    select
+        self_tripped.*,
+        case
+            when scheduled_group is not null
+                then count_if(is_self_tripped) over (partition by scheduled_group)
+            else 0
+        end as group_tripped_count
+    from self_tripped
+),
+
+disabled_by_apply as (
+    select distinct consumer_id
+    from {{ ref('stg_ops__disabled_consumers') }}
+    where consumer_id is not null
+),
+
+disabled_groups_by_apply as (
+    select distinct scheduled_group
+    from {{ ref('stg_ops__disabled_consumers') }}
+    where scheduled_group is not null
+)
+
+select
+    grouped.consumer_id,
+    grouped.breaker_mode,
+    grouped.max_consecutive_failures,
+    grouped.same_type_threshold,
+    grouped.scheduled_group,
+    grouped.longest_same_type_run,
+    grouped.longest_any_type_run,
+    grouped.same_type_exception_class,
+    grouped.reporting_server_count,
+    grouped.reporting_servers,
+    grouped.server_count,
+    grouped.is_self_tripped,
+    grouped.is_self_tripped or grouped.group_tripped_count > 0 as is_tripped,
+    case
+        when grouped.is_self_tripped and grouped.same_type_reporting_server_count > 0
+            then 'same_exception_type'
+        when grouped.is_self_tripped then 'any_exception_types'
+        when grouped.group_tripped_count > 0 then 'scheduled_group'
+    end as trip_reason,
+    disabled_by_apply.consumer_id is not null
+    or disabled_groups_by_apply.scheduled_group is not null as is_disabled_by_apply,
+    grouped.first_attempted_at,
+    grouped.last_attempted_at
+from grouped
+left join disabled_by_apply
+    on grouped.consumer_id = disabled_by_apply.consumer_id
+left join disabled_groups_by_apply
+    on grouped.scheduled_group = disabled_groups_by_apply.scheduled_group

@@ -1,0 +1,159 @@
+-- One row per message with at least one failure: counts, last error, failure class and the
+-- verdict (classification, reason) of docs/rules.md, plus whether it is still live.
+
+with messages as (
+    select * from {{ ref('int_messages_classified') }}
+),
+
+attempt_ended_conversations as (
+    select
+        server_name,
+        database_name,
+        conversation_handle,
+        min(attempted_at) as ended_at
+    from {{ ref('int_receive_attempts_sequenced') }}
+    where is_conversation_end
+    group by server_name, database_name, conversation_handle
+),
+
+applied_ended_conversations as (
+    select
+        server_name,
+        database_name,
+        conversation_handle,
+        min(ended_at) as ended_at
+    from {{ ref('stg_ops__ended_conversations') }}
+    group by server_name, database_name, conversation_handle
+),
+
+dead_lettered_by_apply as (
+    select
+        message_key,
+        min(dead_lettered_at) as dead_lettered_at
+    from {{ ref('stg_ops__dead_lettered_messages') }}
+    group by message_key
+),
+
+dlq_snapshot_messages as (
+    select
+        {{ surrogate_key(["'jms'", 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']) }}
+            as message_key,
+        min(snapshot_at) as first_seen_in_dlq_at
+    from {{ ref('stg_jms__queue_snapshots') }}
+    where is_dead_letter_queue
+    group by 1
+),
+
+ordering as (
+    select
+        message_key,
+        has_out_of_order_processing
+    from {{ ref('int_jms__message_ordering') }}
+),
+
+redelivery as (
+    select
+        message_key,
+        expected_redelivery_delay_ms,
+        expected_redelivery_at
+    from {{ ref('int_jms__redelivery_schedule') }}
+    where is_latest_failure
+),
+
+joined as (
+    select
+        messages.*,
+        coalesce(attempt_ended.ended_at, applied_ended.ended_at) as conversation_ended_at,
+        attempt_ended.ended_at is not null or applied_ended.ended_at is not null
+            as is_conversation_ended,
+        applied_ended.ended_at is not null as is_conversation_ended_by_apply,
+        dead_lettered_by_apply.dead_lettered_at,
+        dead_lettered_by_apply.message_key is not null as is_dead_lettered_by_apply,
+        dlq_snapshot_messages.first_seen_in_dlq_at,
+        dead_lettered_by_apply.message_key is not null
+        or dlq_snapshot_messages.message_key is not null as is_dead_lettered,
+        ordering.has_out_of_order_processing as ordering_flag,
+        redelivery.expected_redelivery_delay_ms as next_redelivery_delay_ms,
+        redelivery.expected_redelivery_at as next_redelivery_at
+    from messages
+    left join attempt_ended_conversations as attempt_ended
+        on messages.server_name = attempt_ended.server_name
+        and messages.database_name = attempt_ended.database_name
+        and messages.conversation_handle = attempt_ended.conversation_handle
+    left join applied_ended_conversations as applied_ended
+        on messages.server_name = applied_ended.server_name
+        and messages.database_name = applied_ended.database_name
+        and messages.conversation_handle = applied_ended.conversation_handle
+    left join dead_lettered_by_apply
+        on messages.message_key = dead_lettered_by_apply.message_key
+    left join dlq_snapshot_messages
+        on messages.message_key = dlq_snapshot_messages.message_key
+    left join ordering
+        on messages.message_key = ordering.message_key
+    left join redelivery
+        on messages.message_key = redelivery.message_key
+)
+
+select
+    message_key,
+    broker_kind,
+    server_name,
+    database_name,
+    broker_name,
+    queue_name,
+    conversation_handle,
+    conversation_group_id,
+    message_sequence_number,
+    message_id,
+    address,
+    orig_address,
+    orig_queue,
+    group_id,
+    message_type_name,
+    consumer_id,
+    attempt_count,
+    failure_count,
+    consecutive_failure_count,
+    whole_transaction_rollback_count,
+    distinct_error_count,
+    permanent_failure_count,
+    validation_failure_count,
+    temporarily_unavailable_count,
+    delivery_count,
+    first_attempted_at,
+    first_failed_at,
+    last_failed_at,
+    last_attempted_at,
+    last_outcome,
+    last_error_key,
+    last_error_message,
+    failure_class,
+    classification,
+    reason,
+    failure_threshold,
+    policy_name,
+    policy_action,
+    error_code,
+    error_description,
+    park_delay_minutes,
+    not (is_conversation_ended or is_dead_lettered) as is_live,
+    classification = 'poison' and not (is_conversation_ended or is_dead_lettered)
+        as is_live_poison,
+    is_conversation_ended,
+    is_conversation_ended_by_apply,
+    conversation_ended_at,
+    is_dead_lettered,
+    is_dead_lettered_by_apply,
+    dead_lettered_at,
+    first_seen_in_dlq_at,
+    case when broker_kind = 'jms' then coalesce(ordering_flag, false) end
+        as has_out_of_order_processing,
+    case
+        when broker_kind = 'jms' and classification in ('retrying', 'suspect')
+            then next_redelivery_delay_ms
+    end as next_redelivery_delay_ms,
+    case
+        when broker_kind = 'jms' and classification in ('retrying', 'suspect')
+            then next_redelivery_at
+    end as next_redelivery_at
+from joined

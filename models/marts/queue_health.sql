@@ -1,0 +1,219 @@
+-- One row per queue and snapshot: depth, age of the oldest message, poison messages in it,
+-- the run of whole-transaction rollbacks and Service Broker's five-rollback disable
+-- (rules.md, "Queues"). The state as of each snapshot comes from one time-ordered stream of
+-- attempts, states, events and snapshot markers per queue (running window functions), not
+-- from range joins.
+
+{%- set disable_at = var('queue_disable_rollbacks', 5) %}
+
+with snapshots as (
+    select * from {{ ref('int_queue_snapshots') }}
+),
+
+runs as (
+    select * from {{ ref('int_service_broker__queue_rollback_runs') }}
+),
+
+states as (
+    select * from {{ ref('stg_service_broker__queue_states') }}
+),
+
+disabled_events as (
+    select
+        queue_key,
+        event_at
+    from {{ ref('stg_service_broker__broker_events') }}
+    where is_queue_disabled_event
+),
+
+poison as (
+    select message_key
+    from {{ ref('int_messages_classified') }}
+    where classification = 'poison'
+),
+
+snapshot_messages as (
+    select
+        queue_key,
+        snapshot_at,
+        message_key
+    from {{ ref('stg_service_broker__queue_snapshots') }}
+    union all
+    select
+        queue_key,
+        snapshot_at,
+        {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'message_id']) }}
+            as message_key
+    from {{ ref('stg_jms__queue_snapshots') }}
+),
+
+poison_per_snapshot as (
+    select
+        snapshot_messages.queue_key,
+        snapshot_messages.snapshot_at,
+        count(distinct snapshot_messages.message_key) as poison_message_count
+    from snapshot_messages
+    inner join poison
+        on snapshot_messages.message_key = poison.message_key
+    group by snapshot_messages.queue_key, snapshot_messages.snapshot_at
+),
+
+state_at_snapshot as (
+    select
+        queue_key,
+        snapshot_at,
+        bool_or(not is_receive_enabled) as is_receive_disabled
+    from states
+    group by queue_key, snapshot_at
+),
+
+stream as (
+    select
+        queue_key,
+        attempted_at as event_at,
+        0 as event_order,
+        queue_attempt_number as tie_breaker,
+        rollback_run,
+        cast(null as timestamp) as disabled_event_at,
+        cast(null as timestamp) as enabled_state_at,
+        false as is_snapshot_marker
+    from runs
+    union all
+    select
+        queue_key,
+        snapshot_at as event_at,
+        1 as event_order,
+        0 as tie_breaker,
+        cast(null as bigint) as rollback_run,
+        cast(null as timestamp) as disabled_event_at,
+        case when is_receive_enabled then snapshot_at end as enabled_state_at,
+        false as is_snapshot_marker
+    from states
+    union all
+    select
+        queue_key,
+        event_at,
+        1 as event_order,
+        0 as tie_breaker,
+        cast(null as bigint) as rollback_run,
+        event_at as disabled_event_at,
+        cast(null as timestamp) as enabled_state_at,
+        false as is_snapshot_marker
+    from disabled_events
+    union all
+    select
+        queue_key,
+        snapshot_at as event_at,
+        2 as event_order,
+        0 as tie_breaker,
+        cast(null as bigint) as rollback_run,
+        cast(null as timestamp) as disabled_event_at,
+        cast(null as timestamp) as enabled_state_at,
+        true as is_snapshot_marker
+    from snapshots
+),
+
+as_of as (
+    select
+        queue_key,
+        event_at as snapshot_at,
+        is_snapshot_marker,
+        last_value(rollback_run, true) over queue_history as current_rollback_run,
+        max(rollback_run) over queue_history as longest_rollback_run,
+        max(disabled_event_at) over queue_history as last_disabled_event_at,
+        max(enabled_state_at) over queue_history as last_enabled_state_at
+    from stream
+    window queue_history as (
+        partition by queue_key
+        order by event_at, event_order, tie_breaker
+        rows between unbounded preceding and current row
+    )
+),
+
+snapshot_state as (
+    select distinct
+        queue_key,
+        snapshot_at,
+        current_rollback_run,
+        longest_rollback_run,
+        last_disabled_event_at,
+        last_enabled_state_at
+    from as_of
+    where is_snapshot_marker
+),
+
+joined as (
+    select
+        snapshots.queue_snapshot_key as queue_health_key,
+        snapshots.broker_kind,
+        snapshots.server_name,
+        snapshots.database_name,
+        snapshots.broker_name,
+        snapshots.queue_name,
+        snapshots.snapshot_at,
+        snapshots.is_latest_snapshot,
+        snapshots.message_count,
+        cast(unix_timestamp(snapshots.snapshot_at) - unix_timestamp(snapshots.oldest_enqueued_at) as bigint)
+            as oldest_message_age_seconds,
+        coalesce(poison_per_snapshot.poison_message_count, 0) as poison_message_count,
+        case
+            when snapshots.broker_kind = 'service_broker'
+                then coalesce(snapshot_state.current_rollback_run, 0)
+        end as current_rollback_run,
+        case
+            when snapshots.broker_kind = 'service_broker'
+                then coalesce(snapshot_state.longest_rollback_run, 0)
+        end as longest_rollback_run,
+        snapshot_state.last_disabled_event_at,
+        snapshot_state.last_enabled_state_at,
+        coalesce(state_at_snapshot.is_receive_disabled, false) as is_state_disabled,
+        snapshots.broker_kind = 'service_broker'
+        and (
+            coalesce(state_at_snapshot.is_receive_disabled, false)
+            or (
+                snapshot_state.last_disabled_event_at is not null
+                and not coalesce(
+                    snapshot_state.last_enabled_state_at > snapshot_state.last_disabled_event_at,
+                    false
+                )
+            )
+        ) as is_observed_disabled
+    from snapshots
+    left join snapshot_state
+        on snapshots.queue_key = snapshot_state.queue_key
+        and snapshots.snapshot_at = snapshot_state.snapshot_at
+    left join state_at_snapshot
+        on snapshots.queue_key = state_at_snapshot.queue_key
+        and snapshots.snapshot_at = state_at_snapshot.snapshot_at
+    left join poison_per_snapshot
+        on snapshots.queue_key = poison_per_snapshot.queue_key
+        and snapshots.snapshot_at = poison_per_snapshot.snapshot_at
+)
+
+select
+    queue_health_key,
+    broker_kind,
+    server_name,
+    database_name,
+    broker_name,
+    queue_name,
+    snapshot_at,
+    is_latest_snapshot,
+    message_count,
+    oldest_message_age_seconds,
+    poison_message_count,
+    current_rollback_run,
+    longest_rollback_run,
+    case
+        when broker_kind <> 'service_broker' then null
+        when current_rollback_run >= {{ disable_at }} then 'disabled'
+        when current_rollback_run = {{ disable_at }} - 1 then 'at_risk'
+        else 'ok'
+    end as disable_risk,
+    last_disabled_event_at,
+    last_enabled_state_at,
+    is_state_disabled,
+    is_observed_disabled,
+    is_observed_disabled or coalesce(current_rollback_run >= {{ disable_at }}, false)
+        as is_disabled
+from joined

@@ -1,0 +1,7 @@
+select
+    action_id,
+    consumer_id,
+    scheduled_group,
+    cast(disabled_at as timestamp) as disabled_at,
+    run_id
+from {{ source('ops', 'disabled_consumers') }}

@@ -1,0 +1,38 @@
+with source as (
+    select * from {{ source('service_broker', 'ssb_receive_attempts') }}
+),
+
+renamed as (
+    select
+        'service_broker' as broker_kind,
+        server_name,
+        database_name,
+        queue_name,
+        upper(trim(conversation_group_id)) as conversation_group_id,
+        upper(trim(conversation_handle)) as conversation_handle,
+        cast(message_sequence_number as bigint) as message_sequence_number,
+        message_type_name,
+        cast(attempted_at as timestamp) as attempted_at,
+        lower(trim(outcome)) as outcome,
+        cast(error_number as int) as error_number,
+        cast(cast(error_number as int) as string) as error_key,
+        error_message,
+        reader,
+        attempt_id,
+        _source_file as source_file,
+        cast(_record_number as bigint) as record_number,
+        _ingested_at as ingested_at,
+        _batch_id as batch_id
+    from source
+)
+
+select
+    {{ surrogate_key(['batch_id', 'source_file', 'record_number', 'attempt_id', 'attempted_at', 'conversation_handle', 'message_sequence_number']) }} as attempt_key,
+    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }} as message_key,
+    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
+    renamed.*,
+    outcome in ('rolled_back', 'rolled_back_to_savepoint') as is_failure,
+    outcome = 'committed' as is_success,
+    outcome = 'rolled_back' as is_whole_transaction_rollback,
+    outcome = 'ended_conversation' as is_conversation_end
+from renamed
