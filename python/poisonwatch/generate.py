@@ -715,6 +715,20 @@ def build_world(eng: Engine) -> None:
             eng.jms_queues.append(JQueue(broker, address, qname, c, [type_name]))
 
 
+def release_a_bug(eng: Engine, span_us: int) -> None:
+    """At some seeds one background agent gets a buggy release part-way through: it fails
+    with one exception type, nothing guards it, and its breaker trips (labels follow)."""
+    rng = eng.rng
+    candidates = [
+        c for c in eng.consumers.values() if not c.fixed and c.consumer_id != "agent.monitor"
+    ]
+    if rng.random() < 0.5:
+        c = candidates[rr(rng, len(candidates))]
+        cls = JMS_PERMANENT[rr(rng, len(JMS_PERMANENT))]
+        c.guarded = False
+        c.buggy = (T0_US + span_us // 3 + rr(rng, span_us // 3), jms_error(eng.policies, cls, n=1))
+
+
 def sb_fate(eng: Engine, q: SBQueue, type_name: str) -> list[tuple[str, ErrorSpec | None]]:
     """A background Service Broker message's fate, as steps (C commit, F failure, E end)."""
     rng = eng.rng
@@ -823,7 +837,9 @@ def jms_fate(eng: Engine, heartbeat: bool) -> list[tuple[str, ErrorSpec | None, 
 
 def new_jms_message(eng: Engine, t: int) -> list[tuple[Actor, int]]:
     rng = eng.rng
-    bg = [jq for jq in eng.jms_queues if not jq.consumer.fixed]
+    bg = [jq for jq in eng.jms_queues if not jq.consumer.fixed and not jq.consumer.disabled]
+    if not bg:
+        return []
     jq = bg[rr(rng, len(bg))]
     subs = [x for x in bg if x.address == jq.address and x.broker == jq.broker]
     eng.msg_counter += 1
@@ -835,7 +851,11 @@ def new_jms_message(eng: Engine, t: int) -> list[tuple[Actor, int]]:
     body = f'{{"id": {eng.msg_counter}, "note": {DESCRIPTIONS_JSON[rr(rng, len(DESCRIPTIONS))]}}}'
     actors = []
     for sub in subs:
-        fate = jms_fate(eng, type_name.endswith("Heartbeat"))
+        c = sub.consumer
+        if c.buggy is not None and t >= c.buggy[0] and rng.random() < 0.6:
+            fate = [("F", c.buggy[1], None)] * eng.jms_mda  # the buggy release fails it
+        else:
+            fate = jms_fate(eng, type_name.endswith("Heartbeat"))
         m = JMessage(sub, message_id, type_name, group_id, corr, body, fate)
         actors.append((eng.jms_message(m, t), sum(1 for s in fate if s[0] in "AF")))
     return actors
@@ -890,6 +910,7 @@ def generate(out: Path, seed: int = 42, attempts: int = 20_000) -> GenerateSumma
     fixed_planned = fixed_scenarios(eng)
     budget = max(0, attempts - fixed_planned)
     span_us = max(2 * HOUR_US, budget * 20 * MS)
+    release_a_bug(eng, span_us)
     eng.start(arrivals(eng, budget, span_us))
     eng.start(
         eng.snapshots(

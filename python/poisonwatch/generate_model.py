@@ -223,6 +223,7 @@ class ServerRun:
 
 class Consumer:
     __slots__ = (
+        "buggy",
         "consumer_id",
         "disabled",
         "fixed",
@@ -243,6 +244,7 @@ class Consumer:
         self.id_json = js(consumer_id)
         self.disabled = False
         self.tripped_itself = False
+        self.buggy: tuple[int, ErrorSpec] | None = None  # (from when, the exception it throws)
         self.runs: dict[str, ServerRun] = {s: ServerRun() for s in servers}
 
 
