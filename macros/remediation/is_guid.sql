@@ -1,0 +1,12 @@
+{#- SQL boolean expression: `expression` is a GUID (8-4-4-4-12 hex digits, nothing else). -#}
+{% macro is_guid(expression) -%}
+    {{ return(adapter.dispatch('is_guid', 'poisonwatch')(expression)) }}
+{%- endmacro %}
+
+{% macro default__is_guid(expression) -%}
+    coalesce(regexp_like({{ expression }}, '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$'), false)
+{%- endmacro %}
+
+{% macro spark__is_guid(expression) -%}
+    coalesce({{ expression }} rlike '^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$', false)
+{%- endmacro %}

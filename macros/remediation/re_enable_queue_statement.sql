@@ -1,0 +1,18 @@
+{#- SQL expression: the T-SQL that turns a Service Broker queue back on (seed 001: after the
+    poison message's conversation has been ended). Null when the names are not valid identifiers. -#}
+{% macro re_enable_queue_statement(database_name, queue_name) -%}
+    {{ return(adapter.dispatch('re_enable_queue_statement', 'poisonwatch')(database_name, queue_name)) }}
+{%- endmacro %}
+
+{% macro default__re_enable_queue_statement(database_name, queue_name) -%}
+    {%- set path = poisonwatch.tsql_queue_path(database_name, queue_name) -%}
+    case
+        when {{ path }} is not null
+        then concat(
+            'USE ', {{ poisonwatch.tsql_quote_identifier(database_name) }}, ';', {{ poisonwatch.remediation_text('\n') }},
+            'EXEC (',
+            {{ poisonwatch.tsql_string_literal("concat('ALTER QUEUE ', " ~ path ~ ", ' WITH STATUS = ON;')") }},
+            ');'
+        )
+    end
+{%- endmacro %}
