@@ -53,6 +53,7 @@ from poisonwatch.generate_io import (
 )
 from poisonwatch.generate_model import (
     Consumer,
+    DeadLetter,
     ErrorSpec,
     JMessage,
     JQueue,
@@ -161,7 +162,7 @@ class Engine:
         self.sb_queues: list[SBQueue] = []
         self.jms_queues: list[JQueue] = []
         self.consumers: dict[str, Consumer] = {}
-        self.dlq: dict[str, dict[tuple[str, str], tuple[JMessage, int, int]]] = {}
+        self.dlq: dict[str, dict[tuple[str, str], tuple[DeadLetter, int, int]]] = {}
         self.activation_ends: list[int] = []
         self.msg_counter = 0
         self.progress: Any = None
@@ -507,8 +508,9 @@ class Engine:
         reset = m.scenario == "jms-max-deliveries-mixed" or (
             m.scenario is None and self.rng.random() < 0.3
         )
+        letter = DeadLetter(m.message_id, m.group_id, m.type_name, m.body, q.address, q.name)
         self.dlq.setdefault(q.broker, {})[(m.message_id, q.name)] = (
-            m,
+            letter,
             t + 5 * MS,
             0 if reset else m.deliveries,
         )
@@ -593,7 +595,7 @@ class Engine:
                 if moved <= t:
                     self.w.jms_snapshots.write(
                         self.jms_snapshot_row(
-                            t, broker, "DLQ", "DLQ", m, moved, dc, m.queue.address, m.queue.name
+                            t, broker, "DLQ", "DLQ", m, moved, dc, m.address, m.queue_name
                         )
                     )
 
@@ -603,7 +605,7 @@ class Engine:
         broker: str,
         address: str,
         queue: str,
-        m: JMessage,
+        m: JMessage | DeadLetter,
         enqueued: int,
         dc: int,
         orig_address: str | None,

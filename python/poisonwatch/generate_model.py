@@ -323,3 +323,25 @@ class JMessage:
         self.classes: dict[str, int] = {}
         self.last_success = False
         self.enqueued_us = 0
+
+
+class DeadLetter:
+    """What a DLQ browse shows of a dead-lettered message (kept small: DLQs grow)."""
+
+    __slots__ = ("address", "body", "group_id", "message_id", "queue_name", "type_name")
+
+    def __init__(
+        self,
+        message_id: str,
+        group_id: str | None,
+        type_name: str,
+        body: str,
+        address: str,
+        queue_name: str,
+    ):
+        self.message_id = message_id
+        self.group_id = group_id
+        self.type_name = type_name
+        self.body = body
+        self.address = address
+        self.queue_name = queue_name
