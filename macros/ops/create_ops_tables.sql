@@ -23,6 +23,9 @@
                     {{ column_name }} {{ column_type }}{{ "," if not loop.last }}
                     {%- endfor %}
                 ) using {{ file_format }}
+                {%- if table_name not in ('action_log', 'replay_requests', 'apply_leases') %}
+                partitioned by (run_id)
+                {%- endif %}
             {%- endset -%}
             {%- do run_query(ddl) -%}
         {%- endfor -%}
@@ -30,7 +33,10 @@
     select 1 as ops_tables_ready
 {%- endmacro %}
 
-{#- The ledgers' columns: the interface between `poisonwatch apply` and the models. -#}
+{#- The ledgers' columns: the interface between `poisonwatch apply` and the models.
+    Effect tables are partitioned by run_id (the last column): apply drops the partitions of runs
+    that never reached action_log (its commit point). Keep in sync with
+    python/poisonwatch/remediation_ledger.py. -#}
 {% macro poisonwatch_ops_table_columns() -%}
     {{ return({
         'action_log': [
@@ -77,6 +83,76 @@
             ('scheduled_group', 'string'),
             ('disabled_at', 'timestamp'),
             ('run_id', 'string'),
+        ],
+        'parked_messages': [
+            ('action_id', 'string'),
+            ('broker_kind', 'string'),
+            ('server_name', 'string'),
+            ('database_name', 'string'),
+            ('broker_name', 'string'),
+            ('queue_name', 'string'),
+            ('conversation_handle', 'string'),
+            ('message_sequence_number', 'bigint'),
+            ('message_id', 'string'),
+            ('holding_queue', 'string'),
+            ('body', 'string'),
+            ('properties', 'string'),
+            ('parked_at', 'timestamp'),
+            ('due_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
+        'discarded_messages': [
+            ('action_id', 'string'),
+            ('broker_kind', 'string'),
+            ('server_name', 'string'),
+            ('database_name', 'string'),
+            ('broker_name', 'string'),
+            ('queue_name', 'string'),
+            ('conversation_handle', 'string'),
+            ('message_sequence_number', 'bigint'),
+            ('message_id', 'string'),
+            ('reason', 'string'),
+            ('discarded_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
+        'replayed_messages': [
+            ('action_id', 'string'),
+            ('request_id', 'string'),
+            ('broker_name', 'string'),
+            ('queue_name', 'string'),
+            ('message_id', 'string'),
+            ('orig_address', 'string'),
+            ('orig_queue', 'string'),
+            ('replayed_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
+        'purged_failure_logs': [
+            ('action_id', 'string'),
+            ('consumer_id', 'string'),
+            ('server_name', 'string'),
+            ('activation_id', 'string'),
+            ('purge_scope', 'string'),
+            ('purge_before', 'timestamp'),
+            ('purged_record_count', 'bigint'),
+            ('purged_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
+        'replay_requests': [
+            ('request_id', 'string'),
+            ('broker_name', 'string'),
+            ('queue_name', 'string'),
+            ('message_id', 'string'),
+            ('requested_by', 'string'),
+            ('requested_at', 'timestamp'),
+            ('note', 'string'),
+        ],
+        'apply_leases': [
+            ('lease_id', 'string'),
+            ('event', 'string'),
+            ('host', 'string'),
+            ('pid', 'int'),
+            ('target', 'string'),
+            ('at', 'timestamp'),
         ],
     }) }}
 {%- endmacro %}
