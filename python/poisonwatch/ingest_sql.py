@@ -109,14 +109,17 @@ NO_ERR = "cast(null as struct<field: string, reason: string>)"
 
 def jsonl_source(fid: int, source: str, path: str, dataset: Dataset) -> str:
     """One `.jsonl` / `.jsonl.gz` file: one JSON object per line, parsed as VARIANT."""
+    # One cast of the whole object to a struct of strings (numbers and booleans become their
+    # text, objects and arrays their JSON); `n_<field>` tells a nested value from a string.
+    as_text = "struct<" + ", ".join(f"{ident(c.name)}: string" for c in dataset.columns) + ">"
     fields = []
     for c in dataset.columns:
-        path_lit = sql_string(f"$.{c.name}")
-        fields.append(f"try_variant_get(_v, {path_lit}, 'string') as {text_col(c.name)}")
+        fields.append(f"_j.{ident(c.name)} as {text_col(c.name)}")
         if is_free_text(c):
-            first = f"substr(ltrim({text_col(c.name)}), 1, 1)"
+            first = f"substr(ltrim(_j.{ident(c.name)}), 1, 1)"
+            path_lit = sql_string(f"$.{c.name}")
             fields.append(
-                f"(_v is not null and {first} in ('{{', '[') and "
+                f"({first} in ('{{', '[') and "
                 f"schema_of_variant(variant_get(_v, {path_lit})) rlike '^(OBJECT|ARRAY)') "
                 f"as {nested_col(c.name)}"
             )
@@ -130,10 +133,11 @@ def jsonl_source(fid: int, source: str, path: str, dataset: Dataset) -> str:
     return (
         f"select {fid} as _fid, {sql_string(source)} as _source, _rec, _blank, _text, "
         f"{pre_err} as _pre_err, {', '.join(fields)} from ("
+        f"select *, try_variant_get(_v, '$', {sql_string(as_text)}) as _j from ("
         f"select *, case when _blank then null else try_parse_json(_text) end as _v from ("
         f"select _rec, _text, {_blank('_text')} as _blank from ("
         f"select _rec, case when _rec = 1 then regexp_replace(value, '^\\uFEFF', '') "
-        f"else value end as _text from ({_lines(sql_path('text', path))}))))"
+        f"else value end as _text from ({_lines(sql_path('text', path))})))))"
     )
 
 
