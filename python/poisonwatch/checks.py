@@ -9,9 +9,10 @@ skipped with a message saying what to run (`poisonwatch ingest` or `dbt build`).
 Expectations may use run-time parameters (`{"$PARAMETER": "now"}`, `{"$PARAMETER":
 "freshness_days"}`), filled in by `run_checks`.
 
-Each suite runs as one GX Checkpoint (GX 1.x, a file context in `$POISONWATCH_HOME/gx`) on a Spark
-DataFrame of the project's own SparkSession; the Checkpoint's `UpdateDataDocsAction` writes the
-Data Docs site under `$POISONWATCH_HOME/gx/uncommitted/data_docs/local_site/`.
+Each suite runs as one GX Checkpoint (GX 1.x, an ephemeral context) on a Spark DataFrame of the
+project's own SparkSession (a dataframe asset with a whole-dataframe batch definition). After the
+run, the Data Docs site (suites and validation results) is written to `$POISONWATCH_HOME/data_docs/`
+in one build: building it after each suite cost more than validating.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shutil
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -46,6 +48,7 @@ SUITES_DIR = Path(__file__).with_name("suites")
 LAYERS = ("raw", "marts")
 DEFAULT_FRESHNESS_DAYS = 2.0
 DATASOURCE_NAME = "poisonwatch_spark"
+DOCS_SITE_NAME = "poisonwatch"
 EXAMPLES_SHOWN = 5
 
 
@@ -198,32 +201,58 @@ class CheckReport:
 # Running
 
 
-def _gx_context() -> AbstractDataContext:
-    """The file context in $POISONWATCH_HOME/gx (created on first use), progress bars off."""
+def docs_dir() -> Path:
+    """Where the Data Docs site of the latest `poisonwatch check` is written."""
+    return home() / "data_docs"
+
+
+def _gx_context(site_dir: Path) -> AbstractDataContext:
+    """An ephemeral GX context whose Data Docs site is written to `site_dir`.
+
+    Ephemeral: the suites' source of truth is `suites/*.json`, so nothing else is kept; the site
+    shows the latest run (its suites, their expectations and the validation results).
+    """
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    context = gx.get_context(mode="file", project_root_dir=str(home()))
-    if context.variables.progress_bars is None or context.variables.progress_bars.globally:
-        context.variables.progress_bars = ProgressBarsConfig(
-            globally=False, metric_calculations=False
-        )
-        context.variables.save()
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    site = {
+        "class_name": "SiteBuilder",
+        "show_how_to_buttons": False,
+        "store_backend": {
+            "class_name": "TupleFilesystemStoreBackend",
+            "base_directory": str(site_dir),
+        },
+        "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+    }
+    for name in list(context.list_data_docs_sites()):
+        context.delete_data_docs_site(name)
+    context.add_data_docs_site(site_name=DOCS_SITE_NAME, site_config=site)  # type: ignore[arg-type]
     return context
 
 
-def _missing_tables(engine: Engine, tables: list[str]) -> list[str]:
-    missing = []
-    for qualified in tables:
-        database, _, table = qualified.partition(".")
-        try:
-            exists = engine.table_exists(database, table)
-        except Exception:  # the database itself is missing
-            exists = False
-        if not exists:
-            missing.append(qualified)
-    return missing
+class _Catalog:
+    """Which tables exist, one `show tables` per database and run."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.tables: dict[str, set[str]] = {}
+
+    def missing(self, qualified_names: list[str]) -> list[str]:
+        out = []
+        for qualified in qualified_names:
+            database, _, table = qualified.partition(".")
+            if database not in self.tables:
+                try:
+                    _, rows = self.engine.query(f"show tables in `{database}`")
+                    self.tables[database] = {str(r[1]).lower() for r in rows}
+                except Exception:  # the database itself is missing
+                    self.tables[database] = set()
+            if table.lower() not in self.tables[database]:
+                out.append(qualified)
+        return out
 
 
 def _skip_reason(missing: list[str], names: dict[str, str]) -> str:
@@ -271,28 +300,35 @@ def run_checks(
         "now": now or datetime.now(UTC),
         "freshness_days": float(freshness_days),
     }
+    site_dir = docs_dir()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        context = _gx_context()
-        outcomes = [_run_suite(context, engine, spark, s, names, parameters) for s in suites]
-        docs = _docs_index(context) if any(o.status != "skipped" for o in outcomes) else None
+        context = _gx_context(site_dir)
+        catalog = _Catalog(engine)
+        outcomes = [_run_suite(context, catalog, spark, s, names, parameters) for s in suites]
+        docs = None
+        if any(o.status in ("passed", "failed") for o in outcomes):
+            # The site shows this run only: clear the previous run's pages first.
+            if site_dir.is_dir():
+                shutil.rmtree(site_dir)
+            context.build_data_docs(site_names=[DOCS_SITE_NAME])
+            docs = site_dir / "index.html"
     return CheckReport(outcomes, docs, time.monotonic() - started)
 
 
 def _run_suite(
     context: AbstractDataContext,
-    engine: Engine,
+    catalog: _Catalog,
     spark: SparkSession,
     suite: SuiteDefinition,
     names: dict[str, str],
     parameters: dict[str, Any],
 ) -> SuiteOutcome:
     import great_expectations as gx
-    from great_expectations.checkpoint import UpdateDataDocsAction
 
     started = time.monotonic()
     outcome = SuiteOutcome(suite.name, suite.layer, "passed")
-    missing = _missing_tables(engine, suite.required_tables(names))
+    missing = catalog.missing(suite.required_tables(names))
     if missing:
         outcome.status, outcome.reason = "skipped", _skip_reason(missing, names)
         return outcome
@@ -302,30 +338,27 @@ def _run_suite(
         df = spark.sql(suite.rendered_sql(names)).cache()
         outcome.rows = df.count()
 
-        datasource = context.data_sources.add_or_update_spark(name=DATASOURCE_NAME)
         try:
-            asset = datasource.get_asset(suite.name)
-        except LookupError:
-            asset = datasource.add_dataframe_asset(name=suite.name)
-        try:
-            batch = asset.get_batch_definition("whole_frame")
+            datasource = context.data_sources.get(DATASOURCE_NAME)
         except KeyError:
-            batch = asset.add_batch_definition_whole_dataframe("whole_frame")
+            datasource = context.data_sources.add_spark(name=DATASOURCE_NAME)
+        asset = datasource.add_dataframe_asset(name=suite.name)  # type: ignore[union-attr]
+        batch = asset.add_batch_definition_whole_dataframe("whole_frame")
 
         gx_suite = gx.ExpectationSuite(
             name=suite.name,
             expectations=[dict(e) for e in suite.expectations],
             meta={"poisonwatch": {"layer": suite.layer, "description": suite.description}},
         )
-        gx_suite = context.suites.add_or_update(gx_suite)
-        validation = context.validation_definitions.add_or_update(
+        gx_suite = context.suites.add(gx_suite)
+        validation = context.validation_definitions.add(
             gx.ValidationDefinition(name=suite.name, data=batch, suite=gx_suite)
         )
-        checkpoint = context.checkpoints.add_or_update(
+        checkpoint = context.checkpoints.add(
             gx.Checkpoint(
                 name=f"poisonwatch_{suite.name}",
                 validation_definitions=[validation],
-                actions=[UpdateDataDocsAction(name="update_data_docs")],
+                actions=[],  # Data Docs are built once, after every suite has run
                 result_format={"result_format": "SUMMARY", "partial_unexpected_count": 20},
             )
         )
@@ -348,14 +381,6 @@ def _run_suite(
     if outcome.failed:
         outcome.status = "failed"
     return outcome
-
-
-def _docs_index(context: AbstractDataContext) -> Path | None:
-    for site in context.get_docs_sites_urls():
-        url = site.get("site_url") or ""
-        if url.startswith("file://"):
-            return Path(url[len("file://") :])
-    return None
 
 
 def _first_line(text: str) -> str:
