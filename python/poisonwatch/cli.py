@@ -94,6 +94,30 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from poisonwatch.plan import Filters, run_plan
+
+    filters = Filters(queue=args.queue, action_type=args.type)
+    run_plan(filters, Path(args.sql) if args.sql else None, target=args.target)
+    return 0
+
+
+def _cmd_apply(args: argparse.Namespace) -> int:
+    from poisonwatch.apply import run_apply
+    from poisonwatch.plan import Filters
+
+    filters = Filters(queue=args.queue, action_type=args.type, limit=args.limit)
+    run_apply(filters, yes=args.yes, target=args.target)
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from poisonwatch.apply import request_replay
+
+    request_replay(args.message_id, args.broker, args.queue, args.note, target=args.target)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="poisonwatch",
@@ -164,6 +188,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="number of workers (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="start-up timeout in seconds")
     p.set_defaults(func=_cmd_cluster)
+
+    p = sub.add_parser("plan", help="show pending remediation actions; --sql writes a T-SQL script")
+    p.add_argument("--queue", default=None, help="only actions on this queue")
+    p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
+    p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
+    p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser("apply", help="apply pending actions exactly once (dry run without --yes)")
+    p.add_argument("--queue", default=None, help="only actions on this queue")
+    p.add_argument("--type", default=None, help="only this action type")
+    p.add_argument("--limit", type=int, default=None, help="apply at most N actions")
+    p.add_argument("--yes", action="store_true", help="really apply (default: dry run)")
+    p.set_defaults(func=_cmd_apply)
+
+    p = sub.add_parser("replay", help="request dead-lettered JMS messages back to their queue")
+    p.add_argument("--message-id", action="append", required=True, help="JMSMessageID (repeat)")
+    p.add_argument("--broker", default=None, help="broker name (default: any)")
+    p.add_argument("--queue", default=None, help="the DLQ (default: whichever holds it)")
+    p.add_argument("--note", default=None, help="why, for the record")
+    p.set_defaults(func=_cmd_replay)
 
     return parser
 

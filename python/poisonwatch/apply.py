@@ -1,0 +1,442 @@
+"""`poisonwatch apply`: apply pending remediation actions with Spark, exactly once.
+
+A run (see remediation_ledger for the protocol):
+1. take the apply lock (file lock + lease row) — a second apply refuses;
+2. recover: drop effect partitions of runs that never committed, move their scripts aside;
+3. read the pending, non-review actions (mart `remediation_actions` minus `action_log`);
+4. per batch, with a fresh run_id: append every effect table's rows for the batch (partition
+   run_id), write the T-SQL script / command file of the run, then append the batch's
+   `action_log` rows in one single-file insert — the commit point;
+5. release the lock, print a summary.
+Killed anywhere, the next apply finds either a committed run (effects + log + script) or an
+uncommitted one (dropped at step 2, its actions still pending), never half of one.
+
+Service Broker statements are not executed against SQL Server from here: they are recorded as
+applied and written to $POISONWATCH_HOME/scripts/apply-<run_id>.sql for a DBA (sqlcmd).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from poisonwatch.plan import Filters, load_pending, print_plan, render_script, write_script
+from poisonwatch.remediation_ledger import (
+    EFFECT_TABLES,
+    MART_DATABASE,
+    ApplyLock,
+    crash_during,
+    crash_point,
+    ensure_ops_tables,
+    new_run_id,
+    ops_database,
+    recover,
+    run_partitions,
+    scripts_dir,
+    sql_string,
+    utcnow,
+)
+from poisonwatch.schemas import RAW_DATABASE
+
+SB_HOLDING_TABLE = "dbo.PoisonwatchParkedMessages"
+JMS_PARK_SUFFIX = ".parked"
+
+# Which effect table each action type writes (re_enable_queue: the script and the log only).
+EFFECTS: dict[str, tuple[str, ...]] = {
+    "end_conversation": ("ended_conversations",),
+    "dead_letter": ("dead_letter_queue",),
+    "disable_consumer": ("disabled_consumers",),
+    "park": ("parked_messages",),
+    "discard": ("discarded_messages",),
+    "retry_from_dlq": ("replayed_messages",),
+    "purge_failure_log": ("purged_failure_logs",),
+    "re_enable_queue": (),
+}
+
+
+@dataclass
+class ApplyResult:
+    dry_run: bool
+    planned: int = 0
+    applied: Counter[str] = field(default_factory=Counter)
+    effect_rows: Counter[str] = field(default_factory=Counter)
+    runs: list[str] = field(default_factory=list)
+    scripts: list[Path] = field(default_factory=list)
+    recovered: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _actions_relation(ids: list[str]) -> str:
+    id_list = ", ".join(sql_string(i) for i in ids)
+    return (
+        f"(select * from `{MART_DATABASE}`.`remediation_actions` where action_id in ({id_list})) a"
+    )
+
+
+def _snapshots_cte() -> str:
+    raw = RAW_DATABASE
+    return f"""
+    jms_snap as (
+        select broker_name, queue_name, message_id,
+            max_by(body, snapshot_at) as body,
+            max_by(properties, snapshot_at) as properties,
+            max_by(message_type, snapshot_at) as message_type
+        from `{raw}`.`jms_queue_snapshots`
+        group by broker_name, queue_name, message_id
+    ),
+    sb_snap as (
+        select server_name, database_name, queue_name,
+            upper(conversation_handle) as conversation_handle, message_sequence_number,
+            max_by(message_body, snapshot_at) as body,
+            max_by(validation, snapshot_at) as validation,
+            max_by(message_type_name, snapshot_at) as message_type
+        from `{raw}`.`ssb_queue_snapshots`
+        group by server_name, database_name, queue_name, upper(conversation_handle),
+            message_sequence_number
+    ),
+    pm as (
+        select broker_kind, server_name, database_name, broker_name, queue_name,
+            conversation_handle, message_sequence_number, message_id, address,
+            message_type_name, delivery_count, failure_class
+        from `{MART_DATABASE}`.`poison_messages`
+    )"""
+
+
+_MESSAGE_JOINS = """
+    left join pm
+        on a.broker_kind = pm.broker_kind
+        and a.server_name <=> pm.server_name and a.database_name <=> pm.database_name
+        and a.broker_name <=> pm.broker_name and a.queue_name <=> pm.queue_name
+        and a.conversation_handle <=> pm.conversation_handle
+        and a.message_sequence_number <=> pm.message_sequence_number
+        and a.message_id <=> pm.message_id
+    left join jms_snap js
+        on a.broker_kind = 'jms' and js.broker_name = a.broker_name
+        and js.queue_name = a.queue_name and js.message_id = a.message_id
+    left join sb_snap ss
+        on a.broker_kind = 'service_broker' and ss.server_name = a.server_name
+        and ss.database_name = a.database_name and ss.queue_name = a.queue_name
+        and ss.conversation_handle = a.conversation_handle
+        and ss.message_sequence_number = a.message_sequence_number"""
+
+_BODY = "coalesce(js.body, ss.body)"
+_PROPERTIES = (
+    "coalesce(js.properties, case when ss.validation is not null "
+    "then to_json(named_struct('validation', ss.validation)) end)"
+)
+
+
+def effect_select(table: str, ids: list[str], at: dt.datetime) -> str:
+    """The SELECT producing `table`'s rows (all columns but run_id) for these actions."""
+    a = _actions_relation(ids)
+    ts = sql_string(at)
+    if table == "ended_conversations":
+        return (
+            f"select a.action_id, a.server_name, a.database_name, a.queue_name, "
+            f"a.conversation_handle, {ts}, cast(a.error_code as int), "
+            f"substr(a.error_description, 1, 3000) from {a} "
+            f"where a.action_type = 'end_conversation'"
+        )
+    if table == "dead_letter_queue":
+        return f"""with {_snapshots_cte()}
+            select a.action_id, a.broker_kind, a.broker_name, a.server_name, a.database_name,
+                a.queue_name, a.conversation_handle, a.message_sequence_number, a.message_id,
+                case when a.broker_kind = 'jms' then coalesce(a.orig_address, pm.address) end,
+                case when a.broker_kind = 'jms' then coalesce(a.orig_queue, a.queue_name) end,
+                coalesce(pm.message_type_name, js.message_type, ss.message_type),
+                pm.delivery_count, pm.failure_class, a.reason, {_BODY}, {_PROPERTIES}, {ts}
+            from {a} {_MESSAGE_JOINS}
+            where a.action_type = 'dead_letter'"""
+    if table == "disabled_consumers":
+        return (
+            f"select a.action_id, a.consumer_id, a.scheduled_group, {ts} from {a} "
+            f"where a.action_type = 'disable_consumer'"
+        )
+    if table == "parked_messages":
+        holding = (
+            f"case when a.broker_kind = 'jms' then concat(a.queue_name, "
+            f"{sql_string(JMS_PARK_SUFFIX)}) else {sql_string(SB_HOLDING_TABLE)} end"
+        )
+        return f"""with {_snapshots_cte()}
+            select a.action_id, a.broker_kind, a.server_name, a.database_name, a.broker_name,
+                a.queue_name, a.conversation_handle, a.message_sequence_number, a.message_id,
+                {holding}, {_BODY}, {_PROPERTIES}, {ts},
+                {ts} + make_interval(0, 0, 0, 0, 0, coalesce(a.park_delay_minutes, 0), 0)
+            from {a} {_MESSAGE_JOINS}
+            where a.action_type = 'park'"""
+    if table == "discarded_messages":
+        return (
+            f"select a.action_id, a.broker_kind, a.server_name, a.database_name, a.broker_name, "
+            f"a.queue_name, a.conversation_handle, a.message_sequence_number, a.message_id, "
+            f"a.reason, {ts} from {a} where a.action_type = 'discard'"
+        )
+    if table == "replayed_messages":
+        return (
+            f"select a.action_id, a.request_id, a.broker_name, a.queue_name, a.message_id, "
+            f"a.orig_address, a.orig_queue, {ts} from {a} "
+            f"where a.action_type = 'retry_from_dlq'"
+        )
+    if table == "purged_failure_logs":
+        return (
+            f"select a.action_id, a.consumer_id, a.server_name, a.activation_id, a.purge_scope, "
+            f"a.purge_before, a.purge_record_count, {ts} from {a} "
+            f"where a.action_type = 'purge_failure_log'"
+        )
+    raise ValueError(f"unknown effect table {table}")
+
+
+def _insert_effects(
+    engine: Any, table: str, ids: list[str], run_id: str, at: dt.datetime, partitioned: bool
+) -> None:
+    ops = ops_database()
+    columns = [name for name, _ in EFFECT_TABLES[table] if name != "run_id"]
+    cols = ", ".join(f"`{c}`" for c in columns)
+    select = effect_select(table, ids, at)
+    if partitioned:
+        engine.execute(
+            f"insert into `{ops}`.`{table}` partition (run_id = {sql_string(run_id)}) "
+            f"({cols}) {select}"
+        )
+    else:
+        engine.execute(
+            f"insert into `{ops}`.`{table}` ({cols}, `run_id`) "
+            f"select *, {sql_string(run_id)} from ({select}) e"
+        )
+
+
+def _commit(engine: Any, ids: list[str], run_id: str, at: dt.datetime) -> None:
+    """The commit point: the batch's action_log rows in one insert that writes one file."""
+    a = _actions_relation(ids)
+    engine.execute(
+        f"insert into `{ops_database()}`.`action_log` (action_id, run_id, applied_at, outcome) "
+        f"select /*+ COALESCE(1) */ a.action_id, {sql_string(run_id)}, {sql_string(at)}, "
+        f"case when a.statement_language = 'tsql' then 'script_written' else 'applied' end "
+        f"from {a}"
+    )
+
+
+def _write_run_files(actions: list[dict[str, Any]], run_id: str) -> list[Path]:
+    folder = scripts_dir()
+    written = []
+    sql = [a for a in actions if a["statement_language"] == "tsql"]
+    if sql:
+        path = folder / f"apply-{run_id}.sql"
+        write_script(path, render_script(sql, f"apply run {run_id}"))
+        written.append(path)
+    other = [a for a in actions if a["statement_language"] != "tsql"]
+    if other:
+        path = folder / f"apply-{run_id}.commands.jsonl"
+        lines = [
+            json.dumps(
+                {
+                    "action_id": a["action_id"],
+                    "action_type": a["action_type"],
+                    "language": a["statement_language"],
+                    "command": json.loads(a["statement"]),
+                },
+                ensure_ascii=False,
+            )
+            for a in other
+        ]
+        write_script(path, "\n".join(lines) + "\n")
+        written.append(path)
+    return written
+
+
+def apply_actions(
+    engine: Any,
+    filters: Filters,
+    yes: bool,
+    lock: ApplyLock,
+    batch_size: int = 1000,
+    console: Console | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> ApplyResult:
+    """Apply pending actions (the caller holds lock's file lock)."""
+    console = console or Console()
+    ensure_ops_tables(engine)
+    lock.acquire_lease(engine, getattr(engine, "target", ""))
+    try:
+        recovery = recover(engine)
+        result = ApplyResult(dry_run=not yes, recovered=recovery.dropped)
+        if recovery.anything:
+            for table, runs in recovery.dropped.items():
+                console.print(
+                    f"[yellow]recovered:[/yellow] dropped {len(runs)} uncommitted run(s) from "
+                    f"{ops_database()}.{table}"
+                )
+            for table, n in recovery.unpartitioned.items():
+                console.print(
+                    f"[yellow]warning:[/yellow] {ops_database()}.{table} is not partitioned by "
+                    f"run_id and holds {n} row(s) of uncommitted runs: readers must join "
+                    "action_log on (action_id, run_id)"
+                )
+            for path in recovery.aborted_scripts:
+                console.print(f"[yellow]recovered:[/yellow] script of an uncommitted run → {path}")
+        filters.include_review = False
+        plan = load_pending(engine, filters)
+        result.planned = len(plan.actions)
+        if not yes:
+            print_plan(plan, console)
+            if plan.actions:
+                console.print("[bold]Dry run:[/bold] nothing applied. Run again with --yes.")
+            return result
+        if not plan.actions:
+            console.print("[green]Nothing to apply.[/green]")
+            return result
+        partitioned = {t: run_partitions(engine, t) is not None for t in EFFECT_TABLES}
+        batches = [
+            plan.actions[i : i + batch_size] for i in range(0, len(plan.actions), batch_size)
+        ]
+        with Progress(
+            TextColumn("[bold]apply[/bold] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress:
+            task = progress.add_task("actions", total=len(plan.actions))
+            for batch in batches:
+                run_id = new_run_id()
+                at = utcnow()
+                ids = [a["action_id"] for a in batch]
+                types = {a["action_type"] for a in batch}
+                tables = sorted({t for ty in types for t in EFFECTS.get(ty, ())})
+                crash_point("before_effects")
+                for table in tables:
+                    progress.update(task, description=f"{table} ({run_id})")
+                    with crash_during(table):
+                        _insert_effects(engine, table, ids, run_id, at, partitioned[table])
+                    crash_point(f"after:{table}")
+                result.scripts += _write_run_files(batch, run_id)
+                crash_point("before_commit")
+                with crash_during("action_log"):
+                    _commit(engine, ids, run_id, at)
+                crash_point("after_commit")
+                result.runs.append(run_id)
+                for a in batch:
+                    result.applied[a["action_type"]] += 1
+                progress.advance(task, len(batch))
+        for table in {t for ty in result.applied for t in EFFECTS.get(ty, ())}:
+            run_list = ", ".join(sql_string(r) for r in result.runs)
+            result.effect_rows[table] = int(
+                engine.scalar(
+                    f"select count(*) from `{ops_database()}`.`{table}` "
+                    f"where run_id in ({run_list})"
+                )
+            )
+        return result
+    finally:
+        lock.release_lease()
+
+
+def print_result(result: ApplyResult, console: Console | None = None) -> None:
+    console = console or Console()
+    if result.dry_run or not result.runs:
+        return
+    table = Table(title="Applied")
+    table.add_column("action type")
+    table.add_column("actions", justify="right")
+    table.add_column("effect table")
+    table.add_column("rows", justify="right")
+    for action_type, n in sorted(result.applied.items()):
+        effects = EFFECTS.get(action_type, ())
+        table.add_row(
+            action_type,
+            str(n),
+            ", ".join(effects) or "(script only)",
+            ", ".join(str(result.effect_rows.get(t, 0)) for t in effects),
+        )
+    console.print(table)
+    console.print(f"run(s): {', '.join(result.runs)}")
+    for path in result.scripts:
+        console.print(f"wrote {path}")
+    if any(p.suffix == ".sql" for p in result.scripts):
+        console.print(
+            "Give the .sql script to a DBA: `sqlcmd -S <server> -E -b -i <script>`; the next "
+            "snapshot and `dbt build` show the result."
+        )
+
+
+def run_apply(
+    filters: Filters, yes: bool, target: str | None = None, batch_size: int = 1000
+) -> ApplyResult:
+    from poisonwatch.engine import connect
+
+    lock = ApplyLock()
+    lock.acquire_file()  # before Spark starts: a second apply refuses at once
+    try:
+        crash_point("locked")
+        with connect(target) as engine:
+            result = apply_actions(engine, filters, yes, lock, batch_size=batch_size)
+        print_result(result)
+        return result
+    finally:
+        lock.release()
+
+
+def request_replay(
+    message_ids: list[str],
+    broker_name: str | None,
+    queue: str | None,
+    note: str | None,
+    target: str | None = None,
+) -> int:
+    """`poisonwatch replay`: record requests to send dead-lettered JMS messages back to their
+    original queue. The next `dbt build` turns the matching retry_from_dlq actions into
+    applicable ones; `poisonwatch apply --type retry_from_dlq --yes` applies them."""
+    import getpass
+    import uuid
+
+    from poisonwatch.engine import connect
+
+    if not message_ids:
+        raise_error("give at least one --message-id")
+    with connect(target) as engine:
+        ensure_ops_tables(engine)
+        dlq_filter = f" and queue_name = {sql_string(queue)}" if queue else ""
+        broker_filter = f" and broker_name = {sql_string(broker_name)}" if broker_name else ""
+        id_list = ", ".join(sql_string(m) for m in message_ids)
+        _, rows = engine.query(
+            f"select distinct broker_name, queue_name, message_id "
+            f"from `{MART_DATABASE}`.`remediation_actions` "
+            f"where action_type = 'retry_from_dlq' and message_id in ({id_list})"
+            f"{dlq_filter}{broker_filter}"
+        )
+        found = {r[2] for r in rows}
+        missing = [m for m in message_ids if m not in found]
+        if missing:
+            raise_error(
+                "not in a dead-letter queue (per the last dbt build): " + ", ".join(missing)
+            )
+        now = utcnow()
+        user = getpass.getuser()
+        values = ", ".join(
+            "("
+            + ", ".join(
+                sql_string(v) for v in (uuid.uuid4().hex, broker, dlq, message_id, user, now, note)
+            )
+            + ")"
+            for broker, dlq, message_id in rows
+        )
+        engine.execute(f"insert into `{ops_database()}`.`replay_requests` values {values}")
+    Console().print(
+        f"Recorded {len(rows)} replay request(s). Next: `dbt build`, then "
+        "`poisonwatch apply --type retry_from_dlq --yes`."
+    )
+    return len(rows)
+
+
+def raise_error(message: str) -> None:
+    from poisonwatch.config import PoisonwatchError
+
+    raise PoisonwatchError(message)

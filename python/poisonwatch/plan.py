@@ -1,0 +1,263 @@
+"""`poisonwatch plan`: the pending remediation actions, and the T-SQL script for a DBA.
+
+Reads the mart `remediation_actions` (built by dbt) and leaves out what the ops ledger
+`action_log` already records as applied, even when the mart is older than the last apply.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from poisonwatch.config import PoisonwatchError
+from poisonwatch.remediation_ledger import MART_DATABASE, ops_database, sql_string
+
+ACTION_TYPES = (
+    "end_conversation",
+    "re_enable_queue",
+    "inspect_message",
+    "discard",
+    "park",
+    "dead_letter",
+    "retry_from_dlq",
+    "disable_consumer",
+    "purge_failure_log",
+)
+
+COLUMNS = (
+    "action_id",
+    "action_type",
+    "broker_kind",
+    "server_name",
+    "database_name",
+    "broker_name",
+    "queue_name",
+    "conversation_handle",
+    "message_sequence_number",
+    "message_id",
+    "orig_address",
+    "orig_queue",
+    "consumer_id",
+    "scheduled_group",
+    "reason",
+    "policy_name",
+    "statement",
+    "statement_language",
+    "collateral_message_count",
+    "requires_review",
+    "review_reason",
+    "due_at",
+    "sequence_in_script",
+    "park_delay_minutes",
+)
+
+WHY = {
+    "inspect_message": "review only: shows the suspect message's body and rolls back, the "
+    "message stays in the queue",
+    "end_conversation": "ends the poison message's conversation with an error, then clears "
+    "its tracking state",
+    "discard": "receives and drops a disposable message (only if it is still the "
+    "conversation's next one); the conversation goes on",
+    "park": "moves the poison message to the holding table, due for re-send after the "
+    "policy's delay",
+    "dead_letter": "moves the poison message to the dead-letter table",
+    "re_enable_queue": "turns the queue back on, after its poison messages are removed above",
+}
+
+
+@dataclass
+class Filters:
+    queue: str | None = None
+    action_type: str | None = None
+    include_review: bool = True
+    limit: int | None = None
+
+    def validate(self) -> None:
+        if self.action_type is not None and self.action_type not in ACTION_TYPES:
+            raise PoisonwatchError(
+                f"unknown action type {self.action_type!r}; one of: {', '.join(ACTION_TYPES)}"
+            )
+        if self.limit is not None and self.limit < 1:
+            raise PoisonwatchError("--limit must be a positive number")
+
+
+@dataclass
+class Plan:
+    actions: list[dict[str, Any]]
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+
+    @property
+    def collateral(self) -> int:
+        return sum(int(a["collateral_message_count"] or 0) for a in self.actions)
+
+
+def pending_query(filters: Filters) -> str:
+    ops = ops_database()
+    where = [
+        "a.status = 'pending'",
+        f"a.action_id not in (select action_id from `{ops}`.`action_log`)",
+    ]
+    if filters.queue is not None:
+        where.append(f"a.queue_name = {sql_string(filters.queue)}")
+    if filters.action_type is not None:
+        where.append(f"a.action_type = {sql_string(filters.action_type)}")
+    if not filters.include_review:
+        where.append("not a.requires_review and a.statement is not null")
+    limit = f" limit {int(filters.limit)}" if filters.limit else ""
+    cols = ", ".join(f"a.`{c}`" for c in COLUMNS)
+    return (
+        f"select {cols} from `{MART_DATABASE}`.`remediation_actions` a "
+        f"where {' and '.join(where)} order by a.sequence_in_script{limit}"
+    )
+
+
+def load_pending(engine: Any, filters: Filters) -> Plan:
+    filters.validate()
+    if not engine.table_exists(MART_DATABASE, "remediation_actions"):
+        raise PoisonwatchError(
+            "the mart poisonwatch.remediation_actions does not exist yet: run `dbt build` first"
+        )
+    if not engine.table_exists(ops_database(), "action_log"):
+        raise PoisonwatchError(
+            f"the ledger {ops_database()}.action_log does not exist yet: run `dbt build` first"
+        )
+    columns, rows = engine.query(pending_query(filters))
+    actions = [dict(zip(columns, r, strict=True)) for r in rows]
+    counts: Counter[tuple[str, str]] = Counter(
+        (a["action_type"], a["queue_name"] or a["consumer_id"] or "") for a in actions
+    )
+    return Plan(actions, counts)
+
+
+def print_plan(plan: Plan, console: Console | None = None, max_rows: int = 50) -> None:
+    console = console or Console()
+    if not plan.actions:
+        console.print("[green]Nothing to do:[/green] no pending remediation actions.")
+        return
+    table = Table(title=f"Pending remediation actions ({len(plan.actions)})")
+    for col in ("#", "type", "target", "reason", "review", "collateral", "action_id"):
+        table.add_column(col, overflow="fold")
+    for a in plan.actions[:max_rows]:
+        target = " / ".join(
+            str(v)
+            for v in (
+                a["queue_name"],
+                a["conversation_handle"] or a["message_id"],
+                a["consumer_id"] if a["action_type"] in ("disable_consumer",) else None,
+            )
+            if v
+        ) or str(a["consumer_id"] or "")
+        review = a["review_reason"] or ("yes" if a["requires_review"] else "")
+        table.add_row(
+            str(a["sequence_in_script"]),
+            a["action_type"],
+            target,
+            str(a["reason"] or ""),
+            review,
+            str(a["collateral_message_count"] or 0),
+            a["action_id"][:12],
+        )
+    console.print(table)
+    if len(plan.actions) > max_rows:
+        console.print(f"[dim]… and {len(plan.actions) - max_rows} more[/dim]")
+    by = Table(title="By type and queue / consumer")
+    for col in ("type", "queue / consumer", "actions"):
+        by.add_column(col, overflow="fold")
+    for (action_type, target), n in sorted(plan.counts.items()):
+        by.add_row(action_type, target, str(n))
+    console.print(by)
+    review = sum(1 for a in plan.actions if a["requires_review"])
+    console.print(
+        f"{len(plan.actions)} pending action(s), {review} for review only (never applied by "
+        f"`apply`); ending conversations discards {plan.collateral} message(s) in the queues."
+    )
+
+
+# --- the T-SQL script -------------------------------------------------------------------------
+
+_UNSAFE_COMMENT = re.compile(r"[^\w .,:;()/=+#@-]", re.UNICODE)
+
+
+def _comment(text: str) -> str:
+    """Text safe inside a `--` comment: one line, no quotes or brackets, no comment markers."""
+    return _UNSAFE_COMMENT.sub("?", text).replace("--", "??")[:200]
+
+
+def tsql_literal(value: str) -> str:
+    return "N'" + value.replace("'", "''") + "'"
+
+
+def render_script(
+    actions: list[dict[str, Any]],
+    title: str,
+    generated_at: dt.datetime | None = None,
+) -> str:
+    """One T-SQL script for the Service Broker actions, in `sequence_in_script` order, one
+    `GO` batch each, a comment above each saying why, grouped by server (a guard stops the
+    script on the wrong server)."""
+    sb = [a for a in actions if a["statement_language"] == "tsql" and a["statement"] is not None]
+    sb.sort(key=lambda a: a["sequence_in_script"])
+    when = (generated_at or dt.datetime.now(dt.UTC)).strftime("%Y-%m-%d %H:%M:%SZ")
+    out = [
+        f"-- poisonwatch: {_comment(title)}",
+        f"-- Generated {when}: {len(sb)} Service Broker statement(s).",
+        "-- Run each server's part on that server with sqlcmd, stopping at the first error:",
+        "--     sqlcmd -S <server> -E -b -i <this file>",
+        "-- Order: review scripts first (they roll back), then the removals, then queues are",
+        "-- turned back on (a disabled queue is re-enabled only after its poison is gone).",
+        "",
+    ]
+    server = None
+    for n, a in enumerate(sb, start=1):
+        if a["server_name"] != server:
+            server = a["server_name"]
+            out += [
+                "-- Server guard: the statements below are for this server only.",
+                f"IF @@SERVERNAME <> {tsql_literal(str(server))}",
+                "    THROW 50000, N'poisonwatch: this part of the script is for another "
+                "server.', 1;",
+                "GO",
+                "",
+            ]
+        why = WHY.get(a["action_type"], a["action_type"])
+        collateral = int(a["collateral_message_count"] or 0)
+        out.append(
+            f"-- {n}/{len(sb)} {a['action_type']}: {_comment(why)}"
+            + (f"; discards {collateral} message(s)" if collateral else "")
+            + "."
+        )
+        out.append(
+            f"-- reason {_comment(str(a['reason']))}, policy {_comment(str(a['policy_name']))}, "
+            f"action {a['action_id']}"
+        )
+        out.append(a["statement"])
+        out.append("GO")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_script(path: Path, text: str) -> None:
+    """Write atomically: a reader sees the whole script or none."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def run_plan(filters: Filters, sql_file: Path | None = None, target: str | None = None) -> Plan:
+    from poisonwatch.engine import connect
+
+    with connect(target) as engine:
+        plan = load_pending(engine, filters)
+    print_plan(plan)
+    if sql_file is not None:
+        write_script(sql_file, render_script(plan.actions, "pending remediation actions"))
+        n = sum(1 for a in plan.actions if a["statement_language"] == "tsql" and a["statement"])
+        Console().print(f"Wrote {n} T-SQL statement(s) to {sql_file}")
+    return plan
