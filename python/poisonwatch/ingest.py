@@ -121,7 +121,11 @@ def error_text(exc: BaseException, limit: int = 300) -> str:
             origin = origin.getCause()
         except Exception:
             break
-    text = messages[-1] if messages else str(exc)
+    if messages:
+        text = messages[-1]
+    else:  # e.g. the Thrift server's error: keep its last "SomeException: message"
+        found = re.findall(r"(\w+(?:Exception|Error): [^\n]+)", str(exc))
+        text = found[-1] if found else str(exc)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -332,10 +336,10 @@ def _plan(
     to_load: list[LandingFile] = []
     failed: list[FileResult] = []
     for f in landing.files:
-        if f.content_hash in done or f.content_hash in seen:
+        if f.ledger_key in done or f.ledger_key in seen:
             summary.dataset(f.dataset).files_skipped += 1
             continue
-        seen.add(f.content_hash)
+        seen.add(f.ledger_key)
         if f.problem is not None:
             failed.append(FileResult(file=f, failure=f.problem))
         else:
@@ -378,7 +382,7 @@ def _write_ledger(
     if not results:
         return
     rows = ",\n".join(
-        f"({sql_string(r.file.content_hash)}, {sql_string(r.file.dataset)}, "
+        f"({sql_string(r.file.ledger_key)}, {sql_string(r.file.dataset)}, "
         f"{sql_string(r.file.source)}, {r.file.size}, {r.loaded}, "
         f"{1 if r.failure is not None else r.rejected}, {_ts(now)}, {sql_string(batch_id)})"
         for r in results

@@ -29,11 +29,21 @@ class LandingFile:
     size: int = 0
     content_hash: str = ""
     problem: str | None = None  # a file-level reject found before Spark runs
+    misplaced: bool = False  # the problem is the file's name or folder, not its bytes
     csv_header: list[str] | None = None
 
     @property
     def source(self) -> str:
         return str(self.path)
+
+    @property
+    def ledger_key(self) -> str:
+        """The idempotency key: the content hash, or, for a file rejected for its name or
+        folder, a key that changes when it is renamed or moved (so a fixed file then loads)."""
+        if not self.misplaced:
+            return self.content_hash
+        place = f"{self.content_hash}|{self.dataset}|{self.path.name}"
+        return "misplaced:" + hashlib.sha256(place.encode()).hexdigest()
 
 
 @dataclass
@@ -82,6 +92,7 @@ def scan_landing(root: Path) -> Landing:
                 landing.ignored.append(str(path))
                 continue
             f = LandingFile(path=path, dataset=entry.name, fmt=file_format(path.name))
+            f.misplaced = not known or f.fmt is None or ":" in path.name
             if not known:
                 f.problem = (
                     f"unknown dataset folder {entry.name!r} "

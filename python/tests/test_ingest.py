@@ -521,6 +521,23 @@ def test_corrupt_files_are_rejected_whole_and_the_others_load(
     assert summary.rejected_total == 5
 
 
+def test_a_misplaced_file_loads_once_moved_to_its_folder(engine: Engine, tmp_path: Path) -> None:
+    body = attempt(reader="misplaced") + "\n"
+    write(tmp_path / "ssb_recieve_attempts" / "a.jsonl", body)  # typo in the folder
+    write(tmp_path / "ssb_receive_attempts" / "b.json", body)  # wrong extension
+    first = run(engine, tmp_path)
+    assert first.rejected_total == 2
+    assert run(engine, tmp_path).rejected_total == 0  # a re-run adds no second reject
+    (tmp_path / "ssb_recieve_attempts").rename(tmp_path / "ssb_receive_attempts_")
+    (tmp_path / "ssb_receive_attempts_" / "a.jsonl").rename(
+        tmp_path / "ssb_receive_attempts" / "a.jsonl"
+    )
+    (tmp_path / "ssb_receive_attempts" / "b.json").unlink()
+    fixed = run(engine, tmp_path)
+    assert fixed.datasets["ssb_receive_attempts"].records_loaded == 1
+    assert loaded(engine, "ssb_receive_attempts", tmp_path, "reader") == [("misplaced",)]
+
+
 def test_hostile_file_names_load(engine: Engine, tmp_path: Path) -> None:
     path = write(
         tmp_path / "ssb_broker_events" / "it's [a] {b}*?.jsonl",
