@@ -222,10 +222,10 @@ class Engine:
         if step == "F":
             assert err is not None
             outcome = "rolled_back" if q.style == "whole" else "rolled_back_to_savepoint"
-            if outcome == "rolled_back" and q.guarded and q.run >= 3:
+            if outcome == "rolled_back" and q.guarded and q.run >= 4:
                 # Background readers keep the run short (seed 000's savepoint pattern kicks in):
                 # a background queue may look at risk (4) but never disables.
-                outcome = "rolled_back_to_savepoint" if q.run >= 4 else outcome
+                outcome = "rolled_back_to_savepoint"
             m.failures += 1
             m.classes[err.failure_class] = m.classes.get(err.failure_class, 0) + 1
             m.last_success = False
