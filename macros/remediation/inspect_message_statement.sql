@@ -21,8 +21,8 @@ concat(
     case
         when {{ poisonwatch.is_guid(conversation_handle) }} and {{ path }} is not null
         then concat(
-            'USE ', {{ poisonwatch.tsql_quote_identifier(database_name) }}, ';', {{ poisonwatch.remediation_text('\n') }},
-            {{ poisonwatch.remediation_text("-- Review only: the transaction always rolls back, the message stays in the queue.\nEXEC sys.sp_executesql\n    ") }},
+            {{ poisonwatch.tsql_database_context(database_name) }},
+            {{ poisonwatch.remediation_text("-- Review only: the transaction always rolls back, the message stays in the queue.\nEXEC @sp_executesql\n    ") }},
             {{ poisonwatch.tsql_string_literal(batch) }},
             {{ poisonwatch.remediation_text(",\n    N'@conversation_handle UNIQUEIDENTIFIER',\n    @conversation_handle = ") }},
             {{ poisonwatch.tsql_string_literal("upper(" ~ conversation_handle ~ ")") }}, ';'

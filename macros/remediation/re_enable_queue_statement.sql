@@ -9,10 +9,10 @@
     case
         when {{ path }} is not null
         then concat(
-            'USE ', {{ poisonwatch.tsql_quote_identifier(database_name) }}, ';', {{ poisonwatch.remediation_text('\n') }},
-            'EXEC (',
+            {{ poisonwatch.tsql_database_context(database_name) }},
+            'EXEC @sp_executesql ',
             {{ poisonwatch.tsql_string_literal("concat('ALTER QUEUE ', " ~ path ~ ", ' WITH STATUS = ON;')") }},
-            ');'
+            ';'
         )
     end
 {%- endmacro %}

@@ -37,8 +37,8 @@ concat(
             and {{ message_sequence_number }} is not null
             {%- if delay_minutes is not none %} and {{ delay_minutes }} is not null{% endif %}
         then concat(
-            'USE ', {{ poisonwatch.tsql_quote_identifier(database_name) }}, ';', {{ poisonwatch.remediation_text('\n') }},
-            {{ poisonwatch.remediation_text("EXEC sys.sp_executesql\n    ") }},
+            {{ poisonwatch.tsql_database_context(database_name) }},
+            {{ poisonwatch.remediation_text("EXEC @sp_executesql\n    ") }},
             {{ poisonwatch.tsql_string_literal(batch) }},
             {{ poisonwatch.remediation_text(",\n    N'@conversation_handle UNIQUEIDENTIFIER, @expected_sequence_number BIGINT" ~ (", @delay_minutes INT" if delay_minutes is not none else "") ~ "',\n    @conversation_handle = ") }},
             {{ poisonwatch.tsql_string_literal("upper(" ~ conversation_handle ~ ")") }},

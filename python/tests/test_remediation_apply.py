@@ -1,0 +1,334 @@
+"""`poisonwatch apply` end to end on a real store: exactly once under kill -9, concurrent applies
+refused, re-plan gives the same action ids, the next dbt run reflects the effects, replay.
+(Models are built with `dbt seed` + `dbt run`: other models' data tests are not the subject.)
+
+Every `poisonwatch` here is a real subprocess with its own Spark JVM (Derby allows one at a time,
+so they run one after another); crashes are real SIGKILLs injected with POISONWATCH_CRASH_AT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from poisonwatch.remediation_fixture import HANDLE_DISPOSABLE
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent / "poisonwatch"
+TIMEOUT = 1200
+
+# Effect table written by each action type that apply applies in the fixture.
+EFFECT_OF = {
+    "end_conversation": "ended_conversations",
+    "dead_letter": "dead_letter_queue",
+    "disable_consumer": "disabled_consumers",
+    "discard": "discarded_messages",
+    "purge_failure_log": "purged_failure_logs",
+    "retry_from_dlq": "replayed_messages",
+}
+
+
+def run_py(code: str, env: dict[str, str]) -> Any:
+    """Run Python in a fresh process (its own Spark JVM); return the JSON it prints last."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
+    return json.loads(lines[-1][2:]) if lines else None
+
+
+def pw(env: dict[str, str], *args: str, extra: dict[str, str] | None = None):
+    return subprocess.run(
+        [str(BIN), *args],
+        env={**env, **(extra or {}), "COLUMNS": "200"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+QUERY = """
+import json
+from poisonwatch.engine import connect
+out = {}
+with connect("local") as e:
+    for name, sql in QUERIES.items():
+        cols, rows = e.query(sql)
+        out[name] = [[None if v is None else str(v) for v in r] for r in rows]
+print("@@" + json.dumps(out))
+"""
+
+
+def query(env: dict[str, str], queries: dict[str, str]) -> dict[str, list[list[str | None]]]:
+    return run_py(f"QUERIES = {queries!r}\n" + QUERY, env)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    home = tmp_path_factory.mktemp("remediation-store")
+    env = {
+        **os.environ,
+        "POISONWATCH_HOME": str(home),
+        "POISONWATCH_TARGET": "local",
+        "POISONWATCH_DRIVER_MEMORY": "2g",
+    }
+    for key in ("POISONWATCH_CRASH_AT", "POISONWATCH_PAUSE_AT"):
+        env.pop(key, None)
+    run_py(
+        """
+        from poisonwatch.dbtrun import run_dbt
+        from poisonwatch.engine import connect
+        from poisonwatch.remediation_fixture import load_fixture
+        with connect("local") as e:
+            load_fixture(e)
+            run_dbt(["seed"])
+            run_dbt(["run"])
+        """,
+        env,
+    )
+    return env
+
+
+ACTIONS_SQL = (
+    "select action_id, action_type, requires_review, status "
+    "from poisonwatch.remediation_actions order by action_id"
+)
+
+
+@pytest.fixture(scope="module")
+def planned(store: dict[str, str]) -> list[list[str | None]]:
+    return query(store, {"a": ACTIONS_SQL})["a"]
+
+
+def test_fixture_plans_every_action_type(planned: list[list[str | None]]) -> None:
+    types = {r[1] for r in planned}
+    assert types >= {
+        "end_conversation",
+        "re_enable_queue",
+        "inspect_message",
+        "discard",
+        "dead_letter",
+        "retry_from_dlq",
+        "disable_consumer",
+        "purge_failure_log",
+    }
+    review = {r[1] for r in planned if r[2] == "True"}
+    assert review == {"inspect_message", "retry_from_dlq"}
+    assert {r[3] for r in planned} == {"pending"}
+
+
+def test_concurrent_apply_is_refused(store: dict[str, str], tmp_path: Path) -> None:
+    marker = tmp_path / "paused"
+    first = subprocess.Popen(
+        [str(BIN), "apply", "--yes"],
+        env={
+            **store,
+            "POISONWATCH_PAUSE_AT": "locked",
+            "POISONWATCH_PAUSE_FILE": str(marker),
+        },
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first apply never took the lock"
+            time.sleep(0.2)
+        second = pw(store, "apply", "--yes")
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert "another `poisonwatch apply` is running" in second.stderr
+        assert f"pid {first.pid}" in second.stderr
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+    # The killed holder left nothing behind that blocks the next apply: a dry run works.
+    third = pw(store, "apply")
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "Dry run" in third.stdout
+
+
+def test_lease_of_another_host_is_refused(store: dict[str, str]) -> None:
+    """The cluster path: no shared file lock, the lease row in apply_leases decides."""
+    result = run_py(
+        """
+        import json
+        from poisonwatch.apply import apply_actions
+        from poisonwatch.engine import connect
+        from poisonwatch.plan import Filters
+        from poisonwatch.remediation_ledger import (
+            ApplyBusyError, ApplyLock, ensure_ops_tables, sql_string, utcnow)
+        with connect("local") as e:
+            ensure_ops_tables(e)
+            e.execute("insert into poisonwatch_ops.apply_leases values ('other-lease', "
+                      f"'acquire', 'another-host', 4242, 'cluster', {sql_string(utcnow())})")
+            try:
+                apply_actions(e, Filters(), yes=True, lock=ApplyLock())
+                outcome = "applied"
+            except ApplyBusyError as exc:
+                outcome = str(exc)
+            e.execute("insert into poisonwatch_ops.apply_leases values ('other-lease', "
+                      f"'release', 'another-host', 4242, null, {sql_string(utcnow())})")
+            applied = e.scalar("select count(*) from poisonwatch_ops.action_log")
+        print("@@" + json.dumps({"outcome": outcome, "applied": applied}))
+        """,
+        store,
+    )
+    assert "pid 4242 on another-host" in result["outcome"]
+    assert result["applied"] == 0
+
+
+CRASHES = [
+    # (crash point, extra args): each run also recovers what the previous one left.
+    ("after:dead_letter_queue", ()),
+    ("during:ended_conversations", ()),
+    ("after:purged_failure_logs", ()),
+    ("before_commit", ()),
+    ("during:action_log", ()),
+    ("after_commit", ("--limit", "3")),
+]
+
+
+def test_exactly_once_under_kill_9(
+    store: dict[str, str], planned: list[list[str | None]], tmp_path: Path
+) -> None:
+    applicable = {r[0]: r[1] for r in planned if r[2] == "False"}
+    killed = 0
+    for point, extra in CRASHES:
+        proc = pw(store, "apply", "--yes", *extra, extra={"POISONWATCH_CRASH_AT": point})
+        if proc.returncode == -signal.SIGKILL:
+            killed += 1
+        else:  # only possible when an earlier crash committed everything already
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            assert "Nothing to apply" in proc.stdout, (point, proc.stdout)
+    assert killed >= 5, "the crash points were not reached"
+
+    final = pw(store, "apply", "--yes")
+    assert final.returncode == 0, final.stdout + final.stderr
+    again = pw(store, "apply", "--yes")
+    assert again.returncode == 0 and "Nothing to apply" in again.stdout, again.stdout
+
+    tables = sorted(set(EFFECT_OF.values()))
+    q = {
+        "log": "select action_id, run_id from poisonwatch_ops.action_log",
+        **{
+            t: f"select action_id, run_id from poisonwatch_ops.{t}"
+            for t in tables
+            if t != "replayed_messages"
+        },
+        **{
+            f"parts:{t}": f"show partitions poisonwatch_ops.{t}"
+            for t in tables
+            if t != "replayed_messages"
+        },
+        "dlq": "select message_id, body, reason from poisonwatch_ops.dead_letter_queue",
+    }
+    got = query(store, q)
+    log = got["log"]
+    logged = [r[0] for r in log]
+    assert sorted(logged) == sorted(applicable), "each applicable action logged exactly once"
+    committed = {r[1] for r in log}
+    pairs = {(r[0], r[1]) for r in log}
+    for action_type, table in EFFECT_OF.items():
+        if table == "replayed_messages":
+            continue
+        rows = got[table]
+        expected = sorted(a for a, t in applicable.items() if t == action_type)
+        assert sorted(r[0] for r in rows) == expected, f"{table}: one row per action"
+        assert all((r[0], r[1]) in pairs for r in rows), f"{table}: rows of committed runs only"
+        runs_on_disk = {p[0].split("=", 1)[1] for p in got[f"parts:{table}"]}
+        assert runs_on_disk <= committed, f"{table}: uncommitted partitions were dropped"
+    # The dead-lettered messages keep their body.
+    assert all(r[1] for r in got["dlq"]), got["dlq"]
+
+    # Scripts: exactly the committed runs have one; each Service Broker action in one of them.
+    scripts = Path(store["POISONWATCH_HOME"]) / "scripts"
+    sql_runs = {p.name.removeprefix("apply-").removesuffix(".sql") for p in scripts.glob("*.sql")}
+    assert sql_runs <= committed
+    text = "\n".join(p.read_text() for p in scripts.glob("*.sql"))
+    for action_id, action_type in applicable.items():
+        if action_type in ("end_conversation", "discard", "re_enable_queue"):
+            assert text.count(f"action {action_id}") == 1, action_type
+    assert list((scripts / "aborted").glob("apply-*")), "scripts of killed runs set aside"
+    # The applied scripts (hostile database and queue names in the fixture) parse as T-SQL.
+    from sqlfluff.core import Linter
+
+    for path in scripts.glob("*.sql"):
+        parsed = Linter(dialect="tsql").parse_string(path.read_text())
+        assert not parsed.violations, (path, [str(v) for v in parsed.violations][:3])
+
+
+def test_replan_same_ids_and_next_build_reflects_effects(
+    store: dict[str, str], planned: list[list[str | None]]
+) -> None:
+    # Runs after test_exactly_once_under_kill_9 (module order): everything applicable applied.
+    replay = pw(store, "replay", "--message-id", "ID:d1", "--note", "fixed the agent")
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    run_py(
+        """
+        from poisonwatch.dbtrun import run_dbt
+        run_dbt(["run"])
+        """,
+        store,
+    )
+    got = query(
+        store,
+        {
+            "a": ACTIONS_SQL,
+            "live": "select conversation_handle, message_id, is_live "
+            "from poisonwatch.poison_messages where classification = 'poison'",
+            "dlq": "select message_id from poisonwatch.dlq_messages "
+            "where is_dead_lettered_by_apply",
+        },
+    )
+    before = {r[0]: r for r in planned}
+    after = {r[0]: r for r in got["a"]}
+    retry = [r for r in got["a"] if r[1] == "retry_from_dlq"]
+    # Same data, same ids: everything planned before is still there (no duplicates); only the
+    # review-only retry_from_dlq row was replaced by the requested one.
+    assert {a for a, r in before.items() if r[1] != "retry_from_dlq"} <= set(after)
+    assert len(after) == len({r[0] for r in got["a"]})
+    # ... applicable actions show applied, review-only ones still pending.
+    for action_id, row in before.items():
+        if row[2] == "False":
+            assert after[action_id][3] == "applied", row
+        elif row[1] == "inspect_message":
+            assert after[action_id][3] == "pending"
+    # The replay request made one applicable retry_from_dlq action.
+    assert [r[2] for r in retry] == ["False"], retry
+    # Ended conversations / dead-lettered messages are not live poison any more (the discarded
+    # progress report is left out: poison_messages does not read discarded_messages yet).
+    live = [r for r in got["live"] if r[0] != HANDLE_DISPOSABLE]
+    assert live and all(r[2] == "False" for r in live), got["live"]
+    assert len(got["dlq"]) == 2
+
+    plan = pw(store, "plan", "--type", "retry_from_dlq")
+    assert plan.returncode == 0 and "1 pending action(s)" in plan.stdout, plan.stdout
+    applied = pw(store, "apply", "--type", "retry_from_dlq", "--yes")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    replayed = query(
+        store, {"r": "select message_id, orig_queue from poisonwatch_ops.replayed_messages"}
+    )["r"]
+    assert replayed == [["ID:d1", "orders.agent"]]
