@@ -151,6 +151,63 @@ def _cluster_processes(store: Path) -> list[str]:
     return found
 
 
+def _quick_env(store: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+    env.update(
+        {
+            "POISONWATCH_HOME": str(store),
+            "POISONWATCH_THRIFT_HOST": "127.0.0.1",
+            "POISONWATCH_THRIFT_PORT": str(_free_port()),
+            "POISONWATCH_MASTER_PORT": str(_free_port()),
+            "POISONWATCH_MASTER_UI_PORT": str(_free_port()),
+        }
+    )
+    return env
+
+
+def _pw_raw(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "poisonwatch"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_status_and_stop_without_a_cluster(tmp_path: Path) -> None:
+    env = _quick_env(tmp_path / "store")
+    status = _pw_raw(env, "cluster", "status")
+    assert status.returncode == 3
+    assert "no cluster running" in status.stdout
+    stop = _pw_raw(env, "cluster", "stop")
+    assert stop.returncode == 0
+    assert "nothing was running" in stop.stderr
+
+
+def test_start_refuses_a_busy_port_and_starts_nothing(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    env = _quick_env(store)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", int(env["POISONWATCH_THRIFT_PORT"])))
+        busy.listen()
+        proc = _pw_raw(env, "cluster", "start")
+    assert proc.returncode == 2
+    assert f"Thrift port {env['POISONWATCH_THRIFT_PORT']}" in proc.stderr
+    assert "already in use" in proc.stderr
+    assert not (store / "cluster" / "state.json").exists()
+    assert not _cluster_processes(store)
+
+
+def test_start_refuses_a_remote_thrift_host(tmp_path: Path) -> None:
+    env = _quick_env(tmp_path / "store")
+    env["POISONWATCH_THRIFT_HOST"] = "spark-thrift.example.com"
+    proc = _pw_raw(env, "cluster", "start")
+    assert proc.returncode == 2
+    assert "runs a local cluster on 127.0.0.1 only" in proc.stderr
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     import pyspark
