@@ -437,7 +437,10 @@ def _short(value: Any) -> str:
         return "(" + ", ".join(_short(v) for v in value) + ")"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_short(v)}" for k, v in value.items()) + "}"
-    return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, str):
+        text = " ".join(value.split())
+        return repr(text if len(text) <= 60 else text[:57] + "...")
+    return str(value)
 
 
 def _outcome(r: ExpectationValidationResult) -> ExpectationOutcome:
