@@ -146,7 +146,10 @@ def quiet_spark_log(engine: Engine) -> Iterator[None]:
 
 def ensure_tables(engine: Engine) -> None:
     """Create the raw tables unless they all exist (saves ten statements per run)."""
-    engine.execute(f"create database if not exists {ident(RAW_DATABASE)}")
+    _, dbs = engine.query(f"show databases like {sql_string(RAW_DATABASE)}")
+    if not dbs:  # (`if not exists` alone makes the Hive metastore log a stack trace)
+        create_raw_tables(engine)
+        return
     _, rows = engine.query(f"show tables in {ident(RAW_DATABASE)}")
     have = {str(r[1]) for r in rows}
     if not {*DATASETS, REJECTS_TABLE, LEDGER_TABLE} <= have:
@@ -410,8 +413,8 @@ def ingest(engine: Engine, landing: Path, console: Console | None = None) -> Ing
     now = datetime.now(UTC).replace(tzinfo=None)
     summary = IngestSummary(landing=root, batch_id=new_batch_id(now))
     console = console or Console(stderr=True)
-    ensure_tables(engine)
     with session_conf(engine, SESSION_CONF), quiet_spark_log(engine):
+        ensure_tables(engine)
         _drop_stage(engine)
         summary.cleaned_batches = drop_orphan_batches(engine)
         found = scan_landing(root)
@@ -513,7 +516,7 @@ def print_summary(summary: IngestSummary, console: Console | None = None) -> Non
     )
     if summary.unknown_folders:
         console.print(
-            "[yellow]unknown dataset folder(s), files rejected:[/yellow] "
+            "[yellow]unknown dataset folder(s) (files kept in raw_rejects):[/yellow] "
             + ", ".join(summary.unknown_folders)
         )
     if summary.ignored:
