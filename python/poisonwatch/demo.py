@@ -103,14 +103,63 @@ def run_demo(
     console.rule(f"[bold green]demo finished in {time.monotonic() - total:.0f} s")
 
 
+def _live_counts(engine: Engine) -> dict[str, int]:
+    """What an operator watches: live poison, live blocked messages, pending actions."""
+    _, rows = engine.query(
+        "select "
+        "(select count(*) from poisonwatch.poison_messages "
+        " where classification = 'poison' and is_live) as live_poison, "
+        "(select coalesce(sum(blocked_message_count), 0) from poisonwatch.poison_conversations "
+        " where is_live) as blocked, "
+        "(select count(*) from poisonwatch.dlq_messages) as dlq, "
+        "(select count(*) from poisonwatch.consumer_circuit_breakers "
+        " where is_tripped and not is_disabled_by_apply) as tripped_not_disabled, "
+        "(select count(*) from poisonwatch.remediation_actions "
+        " where status = 'pending' and not requires_review) as pending_actions, "
+        "(select count(*) from poisonwatch.remediation_actions "
+        " where status = 'applied') as applied_actions"
+    )
+    names = (
+        "live poison messages",
+        "messages blocked behind poison",
+        "dlq_messages rows",
+        "tripped consumers not yet disabled",
+        "pending actions (applicable)",
+        "applied actions",
+    )
+    return dict(zip(names, (int(v or 0) for v in rows[0]), strict=True))
+
+
 def _remediate(engine: Engine, target: str | None) -> None:
-    """plan → apply → dbt build, when the remediation runner is installed."""
+    """plan → apply → dbt build, and the before/after an operator cares about."""
+    from poisonwatch.apply import apply_actions, print_result
+    from poisonwatch.dbtrun import run_dbt
+    from poisonwatch.plan import Filters, load_pending, print_plan
+    from poisonwatch.remediation_ledger import ApplyLock
+
+    before = _live_counts(engine)
+    t = _step("plan")
+    print_plan(load_pending(engine, Filters()), console)
+    _done(t)
+
+    t = _step("apply --yes")
+    lock = ApplyLock()
+    lock.acquire_file()
     try:
-        from poisonwatch import apply as apply_mod
-    except ImportError:
-        console.print(
-            "[yellow]Remediation (plan/apply) is not part of this build yet: "
-            "the demo stops after the analysis.[/yellow]"
-        )
-        return
-    apply_mod.demo_round(engine, target)
+        result = apply_actions(engine, Filters(), yes=True, lock=lock, console=console)
+    finally:
+        lock.release()
+    print_result(result, console)
+    _done(t)
+
+    t = _step("dbt build (after apply)")
+    run_dbt(["build"], target=target)
+    _done(t)
+
+    after = _live_counts(engine)
+    table = Table(title="Before and after remediation")
+    for col in ("", "before", "after"):
+        table.add_column(col, justify="left" if not col else "right")
+    for name, value in before.items():
+        table.add_row(name, str(value), str(after[name]))
+    console.print(table)
