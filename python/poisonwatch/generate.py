@@ -552,6 +552,10 @@ class Engine:
                 )
             )
             for m in q.inqueue.values():
+                # A group's messages are registered when its process is created, which can be
+                # ahead of the snapshot: a queue only shows what was enqueued by then.
+                if m.enqueued_us > t:
+                    continue
                 self.w.ssb_snapshots.write(
                     (
                         at,
@@ -574,6 +578,8 @@ class Engine:
                 )
         for jq in self.jms_queues:
             for m in jq.inqueue.values():
+                if m.enqueued_us > t:
+                    continue
                 self.w.jms_snapshots.write(
                     self.jms_snapshot_row(
                         t,

@@ -322,3 +322,28 @@ def test_print_summary_shows_files_records_and_labels(
         assert dataset in text
     assert f"{summary.records['ssb_receive_attempts']:,}" in text
     assert "max_deliveries" in text and "same_exception_type" in text
+
+
+def test_snapshots_show_only_messages_enqueued_by_then(tmp_path: Path) -> None:
+    """A queue cannot list a message enqueued after the snapshot was taken."""
+    import csv
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "landing"
+    generate(out, seed=5, attempts=3000)
+    rows = 0
+    for path in sorted((out / "ssb_queue_snapshots").glob("*.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            for row in csv.DictReader(fh):
+                rows += 1
+                if row["message_enqueue_time"]:
+                    # both are ISO-8601 UTC with the same layout: text order is time order
+                    assert row["message_enqueue_time"][:26] <= row["snapshot_at"][:26], row
+    for path in sorted((out / "jms_queue_snapshots").glob("*.parquet")):
+        table = pq.read_table(path).to_pylist()
+        for row in table:
+            rows += 1
+            if row["enqueued_at"] is not None:
+                assert row["enqueued_at"] <= row["snapshot_at"], row
+    assert rows > 0
