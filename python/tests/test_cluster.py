@@ -64,6 +64,9 @@ class Cluster:
     notes: list[str] = field(default_factory=list)
     landing: Path | None = None
     stopped: bool = False
+    # Per mart digests taken right after the first build, before plan/apply changes the marts.
+    digest_query: str | None = None
+    digests_before_apply: dict[str, dict] = field(default_factory=dict)
 
     def run(
         self, args: list[str], step: str | None = None, env: dict[str, str] | None = None
@@ -325,6 +328,12 @@ def test_generate_ingest_build_and_labels_on_cluster(cluster: Cluster) -> None:
     cluster.dbt("build", step="dbt build (cluster)")
     verify = cluster.pw("--target", "cluster", "verify", str(landing / "labels.jsonl"))
     assert verify.stdout.count("100.00 %") >= 4, verify.stdout
+    # Kept for test_same_marts_as_the_embedded_default: the embedded default is compared with
+    # the marts as built from the landing files alone (plan/apply below changes them).
+    start = time.monotonic()
+    cluster.digest_query = _digest_query(cluster)
+    cluster.digests_before_apply = {r["mart"]: r for r in cluster.sql_rows(cluster.digest_query)}
+    cluster.timings["mart digests (cluster)"] = round(time.monotonic() - start, 1)
 
 
 APPLICABLE = (
@@ -414,7 +423,7 @@ def _digest_query(c: Cluster) -> str:
 
 def test_same_marts_as_the_embedded_default(cluster: Cluster) -> None:
     """The issue's bar: the unchanged repository gives the same marts on both engines."""
-    if cluster.landing is None:
+    if cluster.landing is None or cluster.digest_query is None:
         pytest.skip("needs the landing folder and marts of the end-to-end test above")
     local_env = dict(cluster.env)
     local_env.update(
@@ -435,10 +444,11 @@ def test_same_marts_as_the_embedded_default(cluster: Cluster) -> None:
         step="dbt build (local)",
         env=local_env,
     )
-    query = _digest_query(cluster)
-    on_cluster = {r["mart"]: r for r in cluster.sql_rows(query)}
+    on_cluster = cluster.digests_before_apply
     proc = cluster.run(
-        [pw, "sql", "--format", "json", query], step="mart digests (local)", env=local_env
+        [pw, "sql", "--format", "json", cluster.digest_query],
+        step="mart digests (local)",
+        env=local_env,
     )
     on_local = {r["mart"]: r for r in map(json.loads, proc.stdout.splitlines()) if r}
     assert set(on_cluster) == set(on_local) == set(MARTS)
