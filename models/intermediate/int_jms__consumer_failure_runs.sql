@@ -19,7 +19,8 @@ with counted as (
         is_success,
         error_key as exception_class
     from {{ ref('int_receive_attempts_sequenced') }}
-    where broker_kind = 'jms'
+    where
+        broker_kind = 'jms'
         and not is_temporarily_unavailable
 ),
 
@@ -27,16 +28,28 @@ ordered as (
     select
         counted.*,
         row_number() over (
-            partition by consumer_id, server_name
-            order by attempted_at, source_file, record_number, attempt_key
+            partition by counted.consumer_id, counted.server_name
+            order by
+                counted.attempted_at,
+                counted.source_file,
+                counted.record_number,
+                counted.attempt_key
         ) as counted_attempt_number,
-        lag(outcome) over (
-            partition by consumer_id, server_name
-            order by attempted_at, source_file, record_number, attempt_key
+        lag(counted.outcome) over (
+            partition by counted.consumer_id, counted.server_name
+            order by
+                counted.attempted_at,
+                counted.source_file,
+                counted.record_number,
+                counted.attempt_key
         ) as previous_outcome,
-        lag(exception_class) over (
-            partition by consumer_id, server_name
-            order by attempted_at, source_file, record_number, attempt_key
+        lag(counted.exception_class) over (
+            partition by counted.consumer_id, counted.server_name
+            order by
+                counted.attempted_at,
+                counted.source_file,
+                counted.record_number,
+                counted.attempt_key
         ) as previous_exception_class
     from counted
 ),
@@ -45,15 +58,15 @@ flagged as (
     select
         ordered.*,
         case
-            when is_success then 1
-            when previous_outcome is null then 1
-            when previous_outcome = 'acknowledged' then 1
-            when not (exception_class <=> previous_exception_class) then 1
+            when ordered.is_success then 1
+            when ordered.previous_outcome is null then 1
+            when ordered.previous_outcome = 'acknowledged' then 1
+            when not (ordered.exception_class <=> ordered.previous_exception_class) then 1
             else 0
         end as starts_same_type_island,
-        sum(case when is_success then 1 else 0 end) over (
-            partition by consumer_id, server_name
-            order by counted_attempt_number
+        sum(case when ordered.is_success then 1 else 0 end) over (
+            partition by ordered.consumer_id, ordered.server_name
+            order by ordered.counted_attempt_number
             rows between unbounded preceding and current row
         ) as any_type_island
     from ordered
@@ -62,9 +75,9 @@ flagged as (
 islands as (
     select
         flagged.*,
-        sum(starts_same_type_island) over (
-            partition by consumer_id, server_name
-            order by counted_attempt_number
+        sum(flagged.starts_same_type_island) over (
+            partition by flagged.consumer_id, flagged.server_name
+            order by flagged.counted_attempt_number
             rows between unbounded preceding and current row
         ) as same_type_island
     from flagged
@@ -72,14 +85,14 @@ islands as (
 
 select
     islands.*,
-    sum(case when is_failure then 1 else 0 end) over (
-        partition by consumer_id, server_name, any_type_island
-        order by counted_attempt_number
+    sum(case when islands.is_failure then 1 else 0 end) over (
+        partition by islands.consumer_id, islands.server_name, islands.any_type_island
+        order by islands.counted_attempt_number
         rows between unbounded preceding and current row
     ) as any_type_run,
-    sum(case when is_failure then 1 else 0 end) over (
-        partition by consumer_id, server_name, same_type_island
-        order by counted_attempt_number
+    sum(case when islands.is_failure then 1 else 0 end) over (
+        partition by islands.consumer_id, islands.server_name, islands.same_type_island
+        order by islands.counted_attempt_number
         rows between unbounded preceding and current row
     ) as same_type_run
 from islands

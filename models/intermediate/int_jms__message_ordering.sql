@@ -21,9 +21,9 @@ with messages as (
 overtaken as (
     select
         messages.*,
-        min(acknowledged_at) over (
-            partition by broker_name, queue_name
-            order by first_attempted_at, message_key
+        min(messages.acknowledged_at) over (
+            partition by messages.broker_name, messages.queue_name
+            order by messages.first_attempted_at, messages.message_key
             rows between 1 following and unbounded following
         ) as first_later_message_acknowledged_at
     from messages
@@ -32,9 +32,9 @@ overtaken as (
 select
     overtaken.*,
     coalesce(
-        (failure_count > 0 or redelivered_count > 0)
-        and first_later_message_acknowledged_at
-        < coalesce(acknowledged_at, timestamp '9999-12-31 23:59:59'),
+        (overtaken.failure_count > 0 or overtaken.redelivered_count > 0)
+        and overtaken.first_later_message_acknowledged_at
+        < coalesce(overtaken.acknowledged_at, timestamp '9999-12-31 23:59:59'),
         false
     ) as has_out_of_order_processing
 from overtaken

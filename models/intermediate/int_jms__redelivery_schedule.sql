@@ -24,13 +24,13 @@ with_next as (
         attempts.outcome,
         attempts.is_failure,
         attempts.failures_so_far,
+        policies.redelivery_delay_ms,
+        policies.redelivery_multiplier,
+        policies.max_redelivery_delay_ms,
         lead(attempts.attempted_at) over (
             partition by attempts.message_key
             order by attempts.attempt_number
-        ) as next_attempted_at,
-        policies.redelivery_delay_ms,
-        policies.redelivery_multiplier,
-        policies.max_redelivery_delay_ms
+        ) as next_attempted_at
     from attempts
     left join policies
         on attempts.queue_name = policies.queue_name
@@ -42,17 +42,22 @@ scheduled as (
         {{ redelivery_delay_ms('redelivery_delay_ms', 'redelivery_multiplier', 'max_redelivery_delay_ms', 'failures_so_far') }}
             as expected_redelivery_delay_ms
     from with_next
-    where is_failure
+    where with_next.is_failure
 )
 
 select
     scheduled.*,
-    timestamp_millis(unix_millis(attempted_at) + coalesce(expected_redelivery_delay_ms, 0))
+    timestamp_millis(
+        unix_millis(scheduled.attempted_at) + coalesce(scheduled.expected_redelivery_delay_ms, 0)
+    )
         as expected_redelivery_at,
-    unix_millis(next_attempted_at) - unix_millis(attempted_at) as actual_redelivery_delay_ms,
+    unix_millis(scheduled.next_attempted_at)
+    - unix_millis(scheduled.attempted_at) as actual_redelivery_delay_ms,
     coalesce(
-        unix_millis(next_attempted_at) - unix_millis(attempted_at) < expected_redelivery_delay_ms,
+        unix_millis(scheduled.next_attempted_at) - unix_millis(scheduled.attempted_at)
+        < scheduled.expected_redelivery_delay_ms,
         false
     ) as is_redelivered_early,
-    failures_so_far = max(failures_so_far) over (partition by message_key) as is_latest_failure
+    scheduled.failures_so_far
+    = max(scheduled.failures_so_far) over (partition by scheduled.message_key) as is_latest_failure
 from scheduled

@@ -67,7 +67,10 @@ with_policy as (
         {{ failure_class_from_rank('messages.failure_class_rank') }} as failure_class,
         case
             when messages.broker_kind = 'jms'
-                then greatest(messages.failure_count, coalesce(messages.max_failed_delivery_count, 0))
+                then
+                    greatest(
+                        messages.failure_count, coalesce(messages.max_failed_delivery_count, 0)
+                    )
         end as delivery_count,
         policies.policy_name,
         policies.policy_scope,
@@ -83,52 +86,82 @@ with_policy as (
         policies.max_redelivery_delay_ms,
         policies.park_delay_minutes,
         coalesce(queue_disposable.message_type_name, any_queue_disposable.message_type_name)
-            is not null as is_disposable_type
+        is not null as is_disposable_type
     from messages
     left join policies
-        on messages.broker_kind = policies.broker_kind
-        and messages.queue_name = policies.queue_name
+        on
+            messages.broker_kind = policies.broker_kind
+            and messages.queue_name = policies.queue_name
     left join disposable_types as queue_disposable
-        on messages.broker_kind = queue_disposable.broker_kind
-        and messages.queue_name = queue_disposable.queue_name
-        and messages.message_type_name = queue_disposable.message_type_name
+        on
+            messages.broker_kind = queue_disposable.broker_kind
+            and messages.queue_name = queue_disposable.queue_name
+            and messages.message_type_name = queue_disposable.message_type_name
     left join disposable_types as any_queue_disposable
-        on messages.broker_kind = any_queue_disposable.broker_kind
-        and any_queue_disposable.queue_name = '*'
-        and messages.message_type_name = any_queue_disposable.message_type_name
+        on
+            messages.broker_kind = any_queue_disposable.broker_kind
+            and any_queue_disposable.queue_name = '*'
+            and messages.message_type_name = any_queue_disposable.message_type_name
 ),
 
 verdicts as (
     select
         with_policy.*,
         case
-            when is_last_attempt_success then 'recovered'
-            when validation_failure_count > 0 and coalesce(validation_is_poison, false) then 'poison'
-            when permanent_error_threshold is not null
-                and permanent_failure_count >= permanent_error_threshold then 'poison'
-            when is_disposable_type then 'poison'
-            when broker_kind = 'service_broker' and failure_count > policy_failure_threshold
+            when with_policy.is_last_attempt_success then 'recovered'
+            when
+                with_policy.validation_failure_count > 0
+                and coalesce(with_policy.validation_is_poison, false)
                 then 'poison'
-            when broker_kind = 'jms' and delivery_count >= max_delivery_attempts then 'poison'
-            when broker_kind = 'service_broker' and failure_count = policy_failure_threshold
+            when
+                with_policy.permanent_error_threshold is not null
+                and with_policy.permanent_failure_count >= with_policy.permanent_error_threshold
+                then 'poison'
+            when with_policy.is_disposable_type then 'poison'
+            when
+                with_policy.broker_kind = 'service_broker'
+                and with_policy.failure_count > with_policy.policy_failure_threshold
+                then 'poison'
+            when
+                with_policy.broker_kind = 'jms'
+                and with_policy.delivery_count >= with_policy.max_delivery_attempts
+                then 'poison'
+            when
+                with_policy.broker_kind = 'service_broker'
+                and with_policy.failure_count = with_policy.policy_failure_threshold
                 then 'suspect'
-            when broker_kind = 'jms' and delivery_count = max_delivery_attempts - 1 then 'suspect'
+            when
+                with_policy.broker_kind = 'jms'
+                and with_policy.delivery_count = with_policy.max_delivery_attempts - 1
+                then 'suspect'
             else 'retrying'
         end as classification,
         case
-            when is_last_attempt_success then 'succeeded_after_failures'
-            when validation_failure_count > 0 and coalesce(validation_is_poison, false)
+            when with_policy.is_last_attempt_success then 'succeeded_after_failures'
+            when
+                with_policy.validation_failure_count > 0
+                and coalesce(with_policy.validation_is_poison, false)
                 then 'invalid_content'
-            when permanent_error_threshold is not null
-                and permanent_failure_count >= permanent_error_threshold then 'permanent_error'
-            when is_disposable_type then 'disposable'
-            when broker_kind = 'service_broker' and failure_count > policy_failure_threshold
+            when
+                with_policy.permanent_error_threshold is not null
+                and with_policy.permanent_failure_count >= with_policy.permanent_error_threshold
+                then 'permanent_error'
+            when with_policy.is_disposable_type then 'disposable'
+            when
+                with_policy.broker_kind = 'service_broker'
+                and with_policy.failure_count > with_policy.policy_failure_threshold
                 then 'threshold_exceeded'
-            when broker_kind = 'jms' and delivery_count >= max_delivery_attempts
+            when
+                with_policy.broker_kind = 'jms'
+                and with_policy.delivery_count >= with_policy.max_delivery_attempts
                 then 'max_deliveries'
-            when broker_kind = 'service_broker' and failure_count = policy_failure_threshold
+            when
+                with_policy.broker_kind = 'service_broker'
+                and with_policy.failure_count = with_policy.policy_failure_threshold
                 then 'at_threshold'
-            when broker_kind = 'jms' and delivery_count = max_delivery_attempts - 1
+            when
+                with_policy.broker_kind = 'jms'
+                and with_policy.delivery_count = with_policy.max_delivery_attempts - 1
                 then 'at_threshold'
             else 'below_threshold'
         end as reason
@@ -138,8 +171,8 @@ verdicts as (
 select
     verdicts.*,
     case
-        when broker_kind = 'jms' then max_delivery_attempts
-        when reason = 'permanent_error' then permanent_error_threshold
-        else policy_failure_threshold
+        when verdicts.broker_kind = 'jms' then verdicts.max_delivery_attempts
+        when verdicts.reason = 'permanent_error' then verdicts.permanent_error_threshold
+        else verdicts.policy_failure_threshold
     end as failure_threshold
 from verdicts

@@ -98,11 +98,13 @@ matched as (
         end as park_delay_minutes
     from queues
     left join policies as queue_policy
-        on queues.broker_kind = queue_policy.broker_kind
-        and queues.queue_name = queue_policy.queue_name
+        on
+            queues.broker_kind = queue_policy.broker_kind
+            and queues.queue_name = queue_policy.queue_name
     left join policies as default_policy
-        on queues.broker_kind = default_policy.broker_kind
-        and default_policy.queue_name = '*'
+        on
+            queues.broker_kind = default_policy.broker_kind
+            and default_policy.queue_name = '*'
 )
 
 select

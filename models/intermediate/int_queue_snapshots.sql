@@ -72,5 +72,6 @@ per_snapshot as (
 select
     {{ surrogate_key(['queue_key', 'snapshot_at']) }} as queue_snapshot_key,
     per_snapshot.*,
-    snapshot_at = max(snapshot_at) over (partition by queue_key) as is_latest_snapshot
+    per_snapshot.snapshot_at
+    = max(per_snapshot.snapshot_at) over (partition by per_snapshot.queue_key) as is_latest_snapshot
 from per_snapshot

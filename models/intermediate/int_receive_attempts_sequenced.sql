@@ -103,21 +103,32 @@ classified as (
         end as failure_class
     from attempts
     left join error_classes
-        on attempts.broker_kind = error_classes.broker_kind
-        and attempts.error_key = error_classes.error_key
+        on
+            attempts.broker_kind = error_classes.broker_kind
+            and attempts.error_key = error_classes.error_key
 ),
 
 sequenced as (
     select
         classified.*,
         row_number() over (
-            partition by message_key
-            order by attempted_at, attempt_id, source_file, record_number, attempt_key
+            partition by classified.message_key
+            order by
+                classified.attempted_at,
+                classified.attempt_id,
+                classified.source_file,
+                classified.record_number,
+                classified.attempt_key
         ) as attempt_number,
         -- successes so far: each success starts a new island of consecutive failures
-        sum(case when is_success then 1 else 0 end) over (
-            partition by message_key
-            order by attempted_at, attempt_id, source_file, record_number, attempt_key
+        sum(case when classified.is_success then 1 else 0 end) over (
+            partition by classified.message_key
+            order by
+                classified.attempted_at,
+                classified.attempt_id,
+                classified.source_file,
+                classified.record_number,
+                classified.attempt_key
             rows between unbounded preceding and current row
         ) as success_island
     from classified
@@ -125,20 +136,21 @@ sequenced as (
 
 select
     sequenced.*,
-    sum(case when is_failure then 1 else 0 end) over (
-        partition by message_key
-        order by attempt_number
+    sum(case when sequenced.is_failure then 1 else 0 end) over (
+        partition by sequenced.message_key
+        order by sequenced.attempt_number
         rows between unbounded preceding and current row
     ) as failures_so_far,
-    sum(case when is_failure then 1 else 0 end) over (
-        partition by message_key, success_island
-        order by attempt_number
+    sum(case when sequenced.is_failure then 1 else 0 end) over (
+        partition by sequenced.message_key, sequenced.success_island
+        order by sequenced.attempt_number
         rows between unbounded preceding and current row
     ) as consecutive_failures,
-    size(collect_set(case when is_failure then error_key end) over (
-        partition by message_key
-        order by attempt_number
+    size(collect_set(case when sequenced.is_failure then sequenced.error_key end) over (
+        partition by sequenced.message_key
+        order by sequenced.attempt_number
         rows between unbounded preceding and current row
     )) as distinct_errors_so_far,
-    attempt_number = count(*) over (partition by message_key) as is_latest_attempt
+    sequenced.attempt_number
+    = count(*) over (partition by sequenced.message_key) as is_latest_attempt
 from sequenced

@@ -25,12 +25,22 @@ islands as (
     select
         attempts.*,
         row_number() over (
-            partition by queue_key
-            order by attempted_at, attempt_id, source_file, record_number, attempt_key
+            partition by attempts.queue_key
+            order by
+                attempts.attempted_at,
+                attempts.attempt_id,
+                attempts.source_file,
+                attempts.record_number,
+                attempts.attempt_key
         ) as queue_attempt_number,
-        sum(case when is_whole_transaction_rollback then 0 else 1 end) over (
-            partition by queue_key
-            order by attempted_at, attempt_id, source_file, record_number, attempt_key
+        sum(case when attempts.is_whole_transaction_rollback then 0 else 1 end) over (
+            partition by attempts.queue_key
+            order by
+                attempts.attempted_at,
+                attempts.attempt_id,
+                attempts.source_file,
+                attempts.record_number,
+                attempts.attempt_key
             rows between unbounded preceding and current row
         ) as reset_island
     from attempts
@@ -38,9 +48,9 @@ islands as (
 
 select
     islands.*,
-    sum(case when is_whole_transaction_rollback then 1 else 0 end) over (
-        partition by queue_key, reset_island
-        order by queue_attempt_number
+    sum(case when islands.is_whole_transaction_rollback then 1 else 0 end) over (
+        partition by islands.queue_key, islands.reset_island
+        order by islands.queue_attempt_number
         rows between unbounded preceding and current row
     ) as rollback_run
 from islands

@@ -71,7 +71,8 @@ server_reports as (
         consumer_policies.max_consecutive_failures,
         cast(floor(consumer_policies.max_consecutive_failures / 3) as int) as same_type_threshold,
         server_runs.longest_same_type_run
-        >= cast(floor(consumer_policies.max_consecutive_failures / 3) as int) as is_same_type_report,
+        >= cast(floor(consumer_policies.max_consecutive_failures / 3) as int)
+            as is_same_type_report,
         server_runs.longest_any_type_run
         >= consumer_policies.max_consecutive_failures as is_any_type_report
     from server_runs
@@ -119,8 +120,10 @@ grouped as (
     select
         self_tripped.*,
         case
-            when scheduled_group is not null
-                then count_if(is_self_tripped) over (partition by scheduled_group)
+            when self_tripped.scheduled_group is not null
+                then
+                    count_if(self_tripped.is_self_tripped)
+                        over (partition by self_tripped.scheduled_group)
             else 0
         end as group_tripped_count
     from self_tripped
@@ -151,6 +154,8 @@ select
     grouped.reporting_servers,
     grouped.server_count,
     grouped.is_self_tripped,
+    grouped.first_attempted_at,
+    grouped.last_attempted_at,
     grouped.is_self_tripped or grouped.group_tripped_count > 0 as is_tripped,
     case
         when grouped.is_self_tripped and grouped.same_type_reporting_server_count > 0
@@ -159,9 +164,7 @@ select
         when grouped.group_tripped_count > 0 then 'scheduled_group'
     end as trip_reason,
     disabled_by_apply.consumer_id is not null
-    or disabled_groups_by_apply.scheduled_group is not null as is_disabled_by_apply,
-    grouped.first_attempted_at,
-    grouped.last_attempted_at
+    or disabled_groups_by_apply.scheduled_group is not null as is_disabled_by_apply
 from grouped
 left join disabled_by_apply
     on grouped.consumer_id = disabled_by_apply.consumer_id

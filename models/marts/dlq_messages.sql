@@ -73,7 +73,8 @@ candidate_keys as (
     select message_key from applied
     union
     select message_key from poison
-    where classification = 'poison'
+    where
+        classification = 'poison'
         and policy_action = 'dead_letter'
 )
 
@@ -86,7 +87,11 @@ select
     poison.database_name,
     coalesce(
         dlq.dlq_queue_name,
-        case when coalesce(poison.broker_kind, applied.broker_kind) = 'service_broker' then poison.queue_name end,
+        case
+            when
+                coalesce(poison.broker_kind, applied.broker_kind) = 'service_broker'
+                then poison.queue_name
+        end,
         '{{ var("default_dlq_queue_name", "DLQ") }}'
     ) as queue_name,
     poison.conversation_handle,

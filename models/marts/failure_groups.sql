@@ -20,7 +20,8 @@ select
     {{ surrogate_key(['broker_kind', 'error_key', 'normalized_message']) }} as failure_group_id,
     broker_kind,
     nullif(error_key, '') as error_key,
-    {{ failure_class_from_rank('max(' ~ failure_class_rank('failure_class') ~ ')') }} as failure_class,
+    {{ failure_class_from_rank('max(' ~ failure_class_rank('failure_class') ~ ')') }}
+        as failure_class,
     normalized_message,
     min_by(error_message, attempted_at) as example_message,
     count(*) as failure_count,

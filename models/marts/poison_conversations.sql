@@ -3,7 +3,8 @@
 
 with poison as (
     select * from {{ ref('poison_messages') }}
-    where broker_kind = 'service_broker'
+    where
+        broker_kind = 'service_broker'
         and classification = 'poison'
 ),
 
@@ -36,7 +37,8 @@ latest_snapshots as (
         queue_name,
         snapshot_at
     from {{ ref('int_queue_snapshots') }}
-    where broker_kind = 'service_broker'
+    where
+        broker_kind = 'service_broker'
         and is_latest_snapshot
 ),
 
@@ -51,8 +53,9 @@ latest_messages as (
         latest_snapshots.snapshot_at
     from {{ ref('stg_service_broker__queue_snapshots') }} as snapshot_messages
     inner join latest_snapshots
-        on snapshot_messages.queue_key = latest_snapshots.queue_key
-        and snapshot_messages.snapshot_at = latest_snapshots.snapshot_at
+        on
+            snapshot_messages.queue_key = latest_snapshots.queue_key
+            and snapshot_messages.snapshot_at = latest_snapshots.snapshot_at
 ),
 
 ended_handles as (
@@ -68,9 +71,10 @@ live_latest_messages as (
     select latest_messages.*
     from latest_messages
     left join ended_handles
-        on latest_messages.server_name = ended_handles.server_name
-        and latest_messages.database_name = ended_handles.database_name
-        and latest_messages.conversation_handle = ended_handles.conversation_handle
+        on
+            latest_messages.server_name = ended_handles.server_name
+            and latest_messages.database_name = ended_handles.database_name
+            and latest_messages.conversation_handle = ended_handles.conversation_handle
     where ended_handles.conversation_handle is null
 ),
 
@@ -87,10 +91,11 @@ blocked as (
         count(distinct live_latest_messages.message_key) as blocked_message_count
     from conversations
     inner join live_latest_messages
-        on conversations.server_name = live_latest_messages.server_name
-        and conversations.database_name = live_latest_messages.database_name
-        and conversations.queue_name = live_latest_messages.queue_name
-        and conversations.conversation_group_id = live_latest_messages.conversation_group_id
+        on
+            conversations.server_name = live_latest_messages.server_name
+            and conversations.database_name = live_latest_messages.database_name
+            and conversations.queue_name = live_latest_messages.queue_name
+            and conversations.conversation_group_id = live_latest_messages.conversation_group_id
     left join poison_keys
         on live_latest_messages.message_key = poison_keys.message_key
     where poison_keys.message_key is null
@@ -136,16 +141,19 @@ select
     conversations.last_failed_at
 from conversations
 left join blocked
-    on conversations.server_name = blocked.server_name
-    and conversations.database_name = blocked.database_name
-    and conversations.queue_name = blocked.queue_name
-    and conversations.conversation_handle = blocked.conversation_handle
+    on
+        conversations.server_name = blocked.server_name
+        and conversations.database_name = blocked.database_name
+        and conversations.queue_name = blocked.queue_name
+        and conversations.conversation_handle = blocked.conversation_handle
 left join discarded
-    on conversations.server_name = discarded.server_name
-    and conversations.database_name = discarded.database_name
-    and conversations.queue_name = discarded.queue_name
-    and conversations.conversation_handle = discarded.conversation_handle
+    on
+        conversations.server_name = discarded.server_name
+        and conversations.database_name = discarded.database_name
+        and conversations.queue_name = discarded.queue_name
+        and conversations.conversation_handle = discarded.conversation_handle
 left join latest_snapshots
-    on conversations.server_name = latest_snapshots.server_name
-    and conversations.database_name = latest_snapshots.database_name
-    and conversations.queue_name = latest_snapshots.queue_name
+    on
+        conversations.server_name = latest_snapshots.server_name
+        and conversations.database_name = latest_snapshots.database_name
+        and conversations.queue_name = latest_snapshots.queue_name

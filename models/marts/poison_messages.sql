@@ -63,27 +63,29 @@ redelivery as (
 joined as (
     select
         messages.*,
+        dead_lettered_by_apply.dead_lettered_at,
+        dlq_snapshot_messages.first_seen_in_dlq_at,
+        ordering.has_out_of_order_processing as ordering_flag,
+        redelivery.expected_redelivery_delay_ms as next_redelivery_delay_ms,
+        redelivery.expected_redelivery_at as next_redelivery_at,
         coalesce(attempt_ended.ended_at, applied_ended.ended_at) as conversation_ended_at,
         attempt_ended.ended_at is not null or applied_ended.ended_at is not null
             as is_conversation_ended,
         applied_ended.ended_at is not null as is_conversation_ended_by_apply,
-        dead_lettered_by_apply.dead_lettered_at,
         dead_lettered_by_apply.message_key is not null as is_dead_lettered_by_apply,
-        dlq_snapshot_messages.first_seen_in_dlq_at,
         dead_lettered_by_apply.message_key is not null
-        or dlq_snapshot_messages.message_key is not null as is_dead_lettered,
-        ordering.has_out_of_order_processing as ordering_flag,
-        redelivery.expected_redelivery_delay_ms as next_redelivery_delay_ms,
-        redelivery.expected_redelivery_at as next_redelivery_at
+        or dlq_snapshot_messages.message_key is not null as is_dead_lettered
     from messages
     left join attempt_ended_conversations as attempt_ended
-        on messages.server_name = attempt_ended.server_name
-        and messages.database_name = attempt_ended.database_name
-        and messages.conversation_handle = attempt_ended.conversation_handle
+        on
+            messages.server_name = attempt_ended.server_name
+            and messages.database_name = attempt_ended.database_name
+            and messages.conversation_handle = attempt_ended.conversation_handle
     left join applied_ended_conversations as applied_ended
-        on messages.server_name = applied_ended.server_name
-        and messages.database_name = applied_ended.database_name
-        and messages.conversation_handle = applied_ended.conversation_handle
+        on
+            messages.server_name = applied_ended.server_name
+            and messages.database_name = applied_ended.database_name
+            and messages.conversation_handle = applied_ended.conversation_handle
     left join dead_lettered_by_apply
         on messages.message_key = dead_lettered_by_apply.message_key
     left join dlq_snapshot_messages
@@ -136,9 +138,6 @@ select
     error_code,
     error_description,
     park_delay_minutes,
-    not (is_conversation_ended or is_dead_lettered) as is_live,
-    classification = 'poison' and not (is_conversation_ended or is_dead_lettered)
-        as is_live_poison,
     is_conversation_ended,
     is_conversation_ended_by_apply,
     conversation_ended_at,
@@ -146,6 +145,9 @@ select
     is_dead_lettered_by_apply,
     dead_lettered_at,
     first_seen_in_dlq_at,
+    not(is_conversation_ended or is_dead_lettered) as is_live,
+    classification = 'poison' and not (is_conversation_ended or is_dead_lettered)
+        as is_live_poison,
     case when broker_kind = 'jms' then coalesce(ordering_flag, false) end
         as has_out_of_order_processing,
     case

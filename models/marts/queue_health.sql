@@ -153,8 +153,13 @@ joined as (
         snapshots.snapshot_at,
         snapshots.is_latest_snapshot,
         snapshots.message_count,
-        cast(unix_timestamp(snapshots.snapshot_at) - unix_timestamp(snapshots.oldest_enqueued_at) as bigint)
+        cast(
+            unix_timestamp(snapshots.snapshot_at)
+            - unix_timestamp(snapshots.oldest_enqueued_at) as bigint
+        )
             as oldest_message_age_seconds,
+        snapshot_state.last_disabled_event_at,
+        snapshot_state.last_enabled_state_at,
         coalesce(poison_per_snapshot.poison_message_count, 0) as poison_message_count,
         case
             when snapshots.broker_kind = 'service_broker'
@@ -164,8 +169,6 @@ joined as (
             when snapshots.broker_kind = 'service_broker'
                 then coalesce(snapshot_state.longest_rollback_run, 0)
         end as longest_rollback_run,
-        snapshot_state.last_disabled_event_at,
-        snapshot_state.last_enabled_state_at,
         coalesce(state_at_snapshot.is_receive_disabled, false) as is_state_disabled,
         snapshots.broker_kind = 'service_broker'
         and (
@@ -180,14 +183,17 @@ joined as (
         ) as is_observed_disabled
     from snapshots
     left join snapshot_state
-        on snapshots.queue_key = snapshot_state.queue_key
-        and snapshots.snapshot_at = snapshot_state.snapshot_at
+        on
+            snapshots.queue_key = snapshot_state.queue_key
+            and snapshots.snapshot_at = snapshot_state.snapshot_at
     left join state_at_snapshot
-        on snapshots.queue_key = state_at_snapshot.queue_key
-        and snapshots.snapshot_at = state_at_snapshot.snapshot_at
+        on
+            snapshots.queue_key = state_at_snapshot.queue_key
+            and snapshots.snapshot_at = state_at_snapshot.snapshot_at
     left join poison_per_snapshot
-        on snapshots.queue_key = poison_per_snapshot.queue_key
-        and snapshots.snapshot_at = poison_per_snapshot.snapshot_at
+        on
+            snapshots.queue_key = poison_per_snapshot.queue_key
+            and snapshots.snapshot_at = poison_per_snapshot.snapshot_at
 )
 
 select

@@ -9,10 +9,10 @@ renamed as (
         server_name,
         cast(started_at as timestamp) as started_at,
         cast(finished_at as timestamp) as finished_at,
-        lower(trim(status)) as activation_status,
         _source_file as source_file,
         cast(_record_number as bigint) as record_number,
-        _batch_id as batch_id
+        _batch_id as batch_id,
+        lower(trim(status)) as activation_status
     from source
 )
 

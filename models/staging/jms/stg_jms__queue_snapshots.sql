@@ -26,9 +26,12 @@ renamed as (
 )
 
 select
-    {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'snapshot_at', 'message_id', 'source_file', 'record_number']) }} as snapshot_message_key,
+    {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'snapshot_at', 'message_id', 'source_file', 'record_number']) }}
+        as snapshot_message_key,
     {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name']) }} as queue_key,
     renamed.*,
-    (orig_queue is not null or orig_address is not null
-        or queue_name rlike '{{ var("dlq_queue_pattern") }}') as is_dead_letter_queue
+    (
+        renamed.orig_queue is not null or renamed.orig_address is not null
+        or renamed.queue_name rlike '{{ var("dlq_queue_pattern") }}'
+    ) as is_dead_letter_queue
 from renamed

@@ -21,7 +21,6 @@ renamed as (
         activation_id,
         -- Spark timestamps keep microseconds: Instant.toString() nanoseconds are truncated.
         cast(attempted_at as timestamp) as attempted_at,
-        lower(trim(outcome)) as outcome,
         exception_class,
         exception_class as error_key,
         exception_message as error_message,
@@ -29,16 +28,18 @@ renamed as (
         _source_file as source_file,
         cast(_record_number as bigint) as record_number,
         _ingested_at as ingested_at,
-        _batch_id as batch_id
+        _batch_id as batch_id,
+        lower(trim(outcome)) as outcome
     from source
 )
 
 select
-    {{ surrogate_key(['batch_id', 'source_file', 'record_number', 'attempted_at', 'broker_name', 'queue_name', 'message_id', 'consumer_id', 'server_name']) }} as attempt_key,
+    {{ surrogate_key(['batch_id', 'source_file', 'record_number', 'attempted_at', 'broker_name', 'queue_name', 'message_id', 'consumer_id', 'server_name']) }}
+        as attempt_key,
     {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'message_id']) }} as message_key,
     {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name']) }} as queue_key,
     renamed.*,
-    outcome in ('rolled_back', 'temporarily_unavailable') as is_failure,
-    outcome = 'acknowledged' as is_success,
-    outcome = 'temporarily_unavailable' as is_temporarily_unavailable
+    renamed.outcome in ('rolled_back', 'temporarily_unavailable') as is_failure,
+    renamed.outcome = 'acknowledged' as is_success,
+    renamed.outcome = 'temporarily_unavailable' as is_temporarily_unavailable
 from renamed

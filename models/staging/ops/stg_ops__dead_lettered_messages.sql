@@ -5,7 +5,6 @@ select
     server_name,
     database_name,
     queue_name,
-    upper(trim(conversation_handle)) as conversation_handle,
     cast(message_sequence_number as bigint) as message_sequence_number,
     message_id,
     orig_address,
@@ -18,9 +17,12 @@ select
     properties,
     cast(dead_lettered_at as timestamp) as dead_lettered_at,
     run_id,
+    upper(trim(conversation_handle)) as conversation_handle,
     case
         when broker_kind = 'jms'
-            then {{ surrogate_key(['broker_kind', 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']) }}
-        else {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'upper(trim(conversation_handle))', 'cast(message_sequence_number as bigint)']) }}
+            then
+                {{ surrogate_key(['broker_kind', 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']) }}
+        else
+            {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'upper(trim(conversation_handle))', 'cast(message_sequence_number as bigint)']) }}
     end as message_key
 from {{ source('ops', 'dead_letter_queue') }}

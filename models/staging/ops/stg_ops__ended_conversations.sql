@@ -3,9 +3,9 @@ select
     server_name,
     database_name,
     queue_name,
-    upper(trim(conversation_handle)) as conversation_handle,
     cast(ended_at as timestamp) as ended_at,
     cast(error_code as int) as error_code,
     error_description,
-    run_id
+    run_id,
+    upper(trim(conversation_handle)) as conversation_handle
 from {{ source('ops', 'ended_conversations') }}

@@ -9,16 +9,19 @@ renamed as (
         server_name,
         database_name,
         queue_name,
-        upper(trim(event_type)) as event_type,
         _source_file as source_file,
         cast(_record_number as bigint) as record_number,
-        _batch_id as batch_id
+        _batch_id as batch_id,
+        upper(trim(event_type)) as event_type
     from source
 )
 
 select
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'event_at', 'event_type', 'source_file', 'record_number']) }} as broker_event_key,
+    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'event_at', 'event_type', 'source_file', 'record_number']) }}
+        as broker_event_key,
     {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
     renamed.*,
-    upper(trim(event_type)) in ('BROKER_QUEUE_DISABLED', 'QUEUE_DISABLED', 'BROKER:QUEUE DISABLED') as is_queue_disabled_event
+    upper(trim(renamed.event_type)) in (
+        'BROKER_QUEUE_DISABLED', 'QUEUE_DISABLED', 'BROKER:QUEUE DISABLED'
+    ) as is_queue_disabled_event
 from renamed

@@ -12,24 +12,26 @@ renamed as (
         cast(status as int) as message_status,
         cast(priority as int) as priority,
         cast(queuing_order as bigint) as queuing_order,
-        upper(trim(conversation_group_id)) as conversation_group_id,
-        upper(trim(conversation_handle)) as conversation_handle,
         cast(message_sequence_number as bigint) as message_sequence_number,
         service_name,
         service_contract_name,
         message_type_name,
-        upper(trim(validation)) as validation,
         message_body,
         cast(message_enqueue_time as timestamp) as enqueued_at,
         _source_file as source_file,
         cast(_record_number as bigint) as record_number,
-        _batch_id as batch_id
+        _batch_id as batch_id,
+        upper(trim(conversation_group_id)) as conversation_group_id,
+        upper(trim(conversation_handle)) as conversation_handle,
+        upper(trim(validation)) as validation
     from source
 )
 
 select
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'snapshot_at', 'conversation_handle', 'message_sequence_number']) }} as snapshot_message_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }} as message_key,
+    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'snapshot_at', 'conversation_handle', 'message_sequence_number']) }}
+        as snapshot_message_key,
+    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }}
+        as message_key,
     {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
     renamed.*
 from renamed

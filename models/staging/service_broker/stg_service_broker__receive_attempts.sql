@@ -8,12 +8,9 @@ renamed as (
         server_name,
         database_name,
         queue_name,
-        upper(trim(conversation_group_id)) as conversation_group_id,
-        upper(trim(conversation_handle)) as conversation_handle,
         cast(message_sequence_number as bigint) as message_sequence_number,
         message_type_name,
         cast(attempted_at as timestamp) as attempted_at,
-        lower(trim(outcome)) as outcome,
         cast(error_number as int) as error_number,
         cast(cast(error_number as int) as string) as error_key,
         error_message,
@@ -22,17 +19,22 @@ renamed as (
         _source_file as source_file,
         cast(_record_number as bigint) as record_number,
         _ingested_at as ingested_at,
-        _batch_id as batch_id
+        _batch_id as batch_id,
+        upper(trim(conversation_group_id)) as conversation_group_id,
+        upper(trim(conversation_handle)) as conversation_handle,
+        lower(trim(outcome)) as outcome
     from source
 )
 
 select
-    {{ surrogate_key(['batch_id', 'source_file', 'record_number', 'attempt_id', 'attempted_at', 'conversation_handle', 'message_sequence_number']) }} as attempt_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }} as message_key,
+    {{ surrogate_key(['batch_id', 'source_file', 'record_number', 'attempt_id', 'attempted_at', 'conversation_handle', 'message_sequence_number']) }}
+        as attempt_key,
+    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }}
+        as message_key,
     {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
     renamed.*,
-    outcome in ('rolled_back', 'rolled_back_to_savepoint') as is_failure,
-    outcome = 'committed' as is_success,
-    outcome = 'rolled_back' as is_whole_transaction_rollback,
-    outcome = 'ended_conversation' as is_conversation_end
+    renamed.outcome in ('rolled_back', 'rolled_back_to_savepoint') as is_failure,
+    renamed.outcome = 'committed' as is_success,
+    renamed.outcome = 'rolled_back' as is_whole_transaction_rollback,
+    renamed.outcome = 'ended_conversation' as is_conversation_end
 from renamed
