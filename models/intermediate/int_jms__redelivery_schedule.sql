@@ -39,7 +39,12 @@ with_next as (
 scheduled as (
     select
         with_next.*,
-        {{ redelivery_delay_ms('redelivery_delay_ms', 'redelivery_multiplier', 'max_redelivery_delay_ms', 'failures_so_far') }}
+        {{ redelivery_delay_ms(
+            'redelivery_delay_ms',
+            'redelivery_multiplier',
+            'max_redelivery_delay_ms',
+            'failures_so_far'
+        ) }}
             as expected_redelivery_delay_ms
     from with_next
     where with_next.is_failure

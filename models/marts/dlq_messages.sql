@@ -9,7 +9,9 @@ with poison as (
 
 dlq_snapshot_rows as (
     select
-        {{ surrogate_key(["'jms'", 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']) }}
+        {{ surrogate_key(
+            ["'jms'", 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']
+        ) }}
             as message_key,
         snapshot_at,
         broker_name,

@@ -118,7 +118,15 @@ discarded as (
 )
 
 select
-    {{ surrogate_key(["'service_broker'", 'conversations.server_name', 'conversations.database_name', 'conversations.queue_name', 'conversations.conversation_handle']) }}
+    {{ surrogate_key(
+        [
+            "'service_broker'",
+            'conversations.server_name',
+            'conversations.database_name',
+            'conversations.queue_name',
+            'conversations.conversation_handle',
+        ]
+    ) }}
         as conversation_key,
     'service_broker' as broker_kind,
     conversations.server_name,

@@ -36,12 +36,14 @@ dead_lettered_by_apply as (
 
 dlq_snapshot_messages as (
     select
-        {{ surrogate_key(["'jms'", 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']) }}
+        {{ surrogate_key(
+            ["'jms'", 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']
+        ) }}
             as message_key,
         min(snapshot_at) as first_seen_in_dlq_at
     from {{ ref('stg_jms__queue_snapshots') }}
     where is_dead_letter_queue
-    group by 1
+    group by message_key
 ),
 
 ordering as (

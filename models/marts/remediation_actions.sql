@@ -61,15 +61,16 @@ poison as (
         poison_messages.reason,
         poison_messages.is_live,
         poison_messages.is_dead_lettered,
-        coalesce(poison_messages.policy_action, policies.policy_action) as policy_action,
         policies.policy_name,
         policies.error_code,
         policies.error_description,
-        policies.park_delay_minutes
+        policies.park_delay_minutes,
+        coalesce(poison_messages.policy_action, policies.policy_action) as policy_action
     from {{ ref('poison_messages') }} as poison_messages
     left join policies
-        on poison_messages.broker_kind = policies.broker_kind
-        and poison_messages.queue_name = policies.queue_name
+        on
+            poison_messages.broker_kind = policies.broker_kind
+            and poison_messages.queue_name = policies.queue_name
     where poison_messages.classification in ('poison', 'suspect')
 ),
 
@@ -102,7 +103,8 @@ sb_end_conversation as (
         bool_or(poison.is_live) as is_live,
         max(poison.last_failed_at) as last_failed_at
     from poison
-    where poison.broker_kind = 'service_broker'
+    where
+        poison.broker_kind = 'service_broker'
         and poison.classification = 'poison'
         and poison.reason != 'disposable'
         and poison.policy_action = 'end_conversation'
@@ -112,14 +114,15 @@ sb_end_conversation as (
 sb_message_actions as (
     -- Per-message Service Broker actions: discard (disposable), park, dead_letter, inspect.
     select
+        poison.*,
         case
             when poison.classification = 'suspect' then 'inspect_message'
             when poison.reason = 'disposable' then 'discard'
             else poison.policy_action
-        end as action_type,
-        poison.*
+        end as action_type
     from poison
-    where poison.broker_kind = 'service_broker'
+    where
+        poison.broker_kind = 'service_broker'
         and (
             poison.classification = 'suspect'
             or poison.reason = 'disposable'
@@ -144,7 +147,8 @@ sb_actions as (
         cast(null as string) as scheduled_group,
         reason,
         policy_name,
-        {{ poisonwatch.end_conversation_statement('database_name', 'conversation_handle', 'error_code', 'error_description') }} as statement,
+        {{ poisonwatch.end_conversation_statement('database_name', 'conversation_handle', 'error_code', 'error_description') }}
+            as statement,
         'tsql' as statement_language,
         error_code,
         error_description,
@@ -164,7 +168,12 @@ sb_actions as (
         cast(null as string) as purge_scope,
         cast(null as timestamp) as purge_before,
         cast(null as bigint) as purge_record_count,
-        array(policy_name, cast(coalesce(error_code, 500) as string), coalesce(error_description, 'Unable to process message.'), '{{ var("sb_cleanup_procedure", "dbo.ClearMessageTracking") }}') as policy_keys
+        array(
+            policy_name,
+            cast(coalesce(error_code, 500) as string),
+            coalesce(error_description, 'Unable to process message.'),
+            '{{ var("sb_cleanup_procedure", "dbo.ClearMessageTracking") }}'
+        ) as policy_keys
     from sb_end_conversation
 
     union all
@@ -187,13 +196,17 @@ sb_actions as (
         policy_name,
         case action_type
             when 'inspect_message'
-                then {{ poisonwatch.inspect_message_statement('database_name', 'queue_name', 'conversation_handle') }}
+                then
+                    {{ poisonwatch.inspect_message_statement('database_name', 'queue_name', 'conversation_handle') }}
             when 'discard'
-                then {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number') }}
+                then
+                    {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number') }}
             when 'park'
-                then {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number', target_table=var('sb_holding_table', 'dbo.PoisonwatchParkedMessages'), delay_minutes='park_delay_minutes') }}
+                then
+                    {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number', target_table=var('sb_holding_table', 'dbo.PoisonwatchParkedMessages'), delay_minutes='park_delay_minutes') }}
             when 'dead_letter'
-                then {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number', target_table=var('sb_dead_letter_table', 'dbo.PoisonwatchDeadLetters')) }}
+                then
+                    {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number', target_table=var('sb_dead_letter_table', 'dbo.PoisonwatchDeadLetters')) }}
         end as statement,
         'tsql' as statement_language,
         cast(null as int) as error_code,
@@ -201,7 +214,9 @@ sb_actions as (
         case when action_type = 'park' then park_delay_minutes end as park_delay_minutes,
         case
             when action_type = 'park'
-                then last_failed_at + make_interval(0, 0, 0, 0, 0, coalesce(park_delay_minutes, 0), 0)
+                then
+                    last_failed_at
+                    + make_interval(0, 0, 0, 0, 0, coalesce(park_delay_minutes, 0), 0)
         end as due_at,
         is_live as is_needed,
         case
@@ -222,8 +237,16 @@ sb_actions as (
         array(
             policy_name,
             case when action_type = 'park' then cast(park_delay_minutes as string) end,
-            case when action_type = 'park' then '{{ var("sb_holding_table", "dbo.PoisonwatchParkedMessages") }}' end,
-            case when action_type = 'dead_letter' then '{{ var("sb_dead_letter_table", "dbo.PoisonwatchDeadLetters") }}' end
+            case
+                when
+                    action_type = 'park'
+                    then '{{ var("sb_holding_table", "dbo.PoisonwatchParkedMessages") }}'
+            end,
+            case
+                when
+                    action_type = 'dead_letter'
+                    then '{{ var("sb_dead_letter_table", "dbo.PoisonwatchDeadLetters") }}'
+            end
         ) as policy_keys
     from sb_message_actions
 ),
@@ -236,10 +259,15 @@ removals_by_queue as (
         database_name,
         queue_name,
         max(policy_name) as policy_name,
-        sort_array(collect_set({{ surrogate_key(['action_type', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }})) as removal_keys,
+        sort_array(
+            collect_set(
+                {{ surrogate_key(['action_type', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }}
+            )
+        ) as removal_keys,
         bool_or(is_needed) as is_needed
     from sb_actions
-    where action_type in ('end_conversation', 'discard', 'park', 'dead_letter')
+    where
+        action_type in ('end_conversation', 'discard', 'park', 'dead_letter')
         and invalid_reason is null
     group by 1, 2, 3
 ),
@@ -250,7 +278,8 @@ disabled_queues as (
         database_name,
         queue_name
     from {{ ref('queue_health') }}
-    where broker_kind = 'service_broker'
+    where
+        broker_kind = 'service_broker'
         and is_latest_snapshot
         and is_disabled
 ),
@@ -272,7 +301,8 @@ sb_re_enable as (
         cast(null as string) as scheduled_group,
         'queue_disabled' as reason,
         removals_by_queue.policy_name,
-        {{ poisonwatch.re_enable_queue_statement('removals_by_queue.database_name', 'removals_by_queue.queue_name') }} as statement,
+        {{ poisonwatch.re_enable_queue_statement('removals_by_queue.database_name', 'removals_by_queue.queue_name') }}
+            as statement,
         'tsql' as statement_language,
         cast(null as int) as error_code,
         cast(null as string) as error_description,
@@ -280,7 +310,8 @@ sb_re_enable as (
         cast(null as timestamp) as due_at,
         removals_by_queue.is_needed,
         case
-            when {{ poisonwatch.tsql_queue_path('removals_by_queue.database_name', 'removals_by_queue.queue_name') }} is null
+            when
+                {{ poisonwatch.tsql_queue_path('removals_by_queue.database_name', 'removals_by_queue.queue_name') }} is null
                 then 'invalid_target: database or queue name is not a valid identifier'
         end as invalid_reason,
         cast(null as string) as request_id,
@@ -292,22 +323,24 @@ sb_re_enable as (
         removals_by_queue.removal_keys as policy_keys
     from removals_by_queue
     inner join disabled_queues
-        on removals_by_queue.server_name = disabled_queues.server_name
-        and removals_by_queue.database_name = disabled_queues.database_name
-        and removals_by_queue.queue_name = disabled_queues.queue_name
+        on
+            removals_by_queue.server_name = disabled_queues.server_name
+            and removals_by_queue.database_name = disabled_queues.database_name
+            and removals_by_queue.queue_name = disabled_queues.queue_name
 ),
 
 -- JMS ---------------------------------------------------------------------------------
 
 jms_message_actions as (
     select
+        poison.*,
         case
             when poison.reason = 'disposable' then 'discard'
             else poison.policy_action
-        end as action_type,
-        poison.*
+        end as action_type
     from poison
-    where poison.broker_kind = 'jms'
+    where
+        poison.broker_kind = 'jms'
         and poison.classification = 'poison'
         and (
             poison.reason = 'disposable'
@@ -334,11 +367,14 @@ jms_actions as (
         policy_name,
         case action_type
             when 'dead_letter'
-                then {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'sendMessagesToDeadLetterAddress(java.lang.String)', [poisonwatch.jms_message_filter('message_id')]) }}
+                then
+                    {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'sendMessagesToDeadLetterAddress(java.lang.String)', [poisonwatch.jms_message_filter('message_id')]) }}
             when 'discard'
-                then {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'removeMessages(java.lang.String)', [poisonwatch.jms_message_filter('message_id')]) }}
+                then
+                    {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'removeMessages(java.lang.String)', [poisonwatch.jms_message_filter('message_id')]) }}
             when 'park'
-                then {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'moveMessages(java.lang.String,java.lang.String)', [poisonwatch.jms_message_filter('message_id'), "concat(queue_name, '" ~ var('jms_park_queue_suffix', '.parked') ~ "')"]) }}
+                then
+                    {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'moveMessages(java.lang.String,java.lang.String)', [poisonwatch.jms_message_filter('message_id'), "concat(queue_name, '" ~ var('jms_park_queue_suffix', '.parked') ~ "')"]) }}
         end as statement,
         'artemis_jolokia' as statement_language,
         cast(null as int) as error_code,
@@ -346,7 +382,9 @@ jms_actions as (
         case when action_type = 'park' then park_delay_minutes end as park_delay_minutes,
         case
             when action_type = 'park'
-                then last_failed_at + make_interval(0, 0, 0, 0, 0, coalesce(park_delay_minutes, 0), 0)
+                then
+                    last_failed_at
+                    + make_interval(0, 0, 0, 0, 0, coalesce(park_delay_minutes, 0), 0)
         end as due_at,
         is_live and not coalesce(is_dead_lettered, false) as is_needed,
         case
@@ -372,7 +410,8 @@ jms_actions as (
 
 dlq as (
     select * from {{ ref('dlq_messages') }}
-    where broker_kind = 'jms'
+    where
+        broker_kind = 'jms'
         and (is_in_dlq_snapshot or is_dead_lettered_by_apply)
 ),
 
@@ -393,9 +432,12 @@ jms_retry as (
         dlq.orig_queue,
         cast(null as string) as consumer_id,
         cast(null as string) as scheduled_group,
-        case when replay_requests.request_id is null then 'replay_candidate' else 'replay_requested' end as reason,
+        case
+            when replay_requests.request_id is null then 'replay_candidate' else 'replay_requested'
+        end as reason,
         cast(null as string) as policy_name,
-        {{ poisonwatch.artemis_command('dlq.broker_name', "coalesce(dlq.queue_name, 'DLQ')", 'dlq.queue_name', 'moveMessages(java.lang.String,java.lang.String)', [poisonwatch.jms_message_filter('dlq.message_id'), 'dlq.orig_queue']) }} as statement,
+        {{ poisonwatch.artemis_command('dlq.broker_name', "coalesce(dlq.queue_name, 'DLQ')", 'dlq.queue_name', 'moveMessages(java.lang.String,java.lang.String)', [poisonwatch.jms_message_filter('dlq.message_id'), 'dlq.orig_queue']) }}
+            as statement,
         'artemis_jolokia' as statement_language,
         cast(null as int) as error_code,
         cast(null as string) as error_description,
@@ -404,7 +446,9 @@ jms_retry as (
         true as is_needed,
         case
             when dlq.orig_queue is null then 'invalid_target: the original queue is unknown'
-            when dlq.message_id is null or length(dlq.message_id) = 0 then 'invalid_target: message_id is missing'
+            when
+                dlq.message_id is null or length(dlq.message_id) = 0
+                then 'invalid_target: message_id is missing'
         end as invalid_reason,
         replay_requests.request_id,
         cast(null as string) as activation_id,
@@ -414,9 +458,10 @@ jms_retry as (
         array(replay_requests.request_id) as policy_keys
     from dlq
     left join replay_requests
-        on dlq.broker_name = replay_requests.broker_name
-        and dlq.message_id = replay_requests.message_id
-        and (replay_requests.queue_name is null or replay_requests.queue_name = dlq.queue_name)
+        on
+            dlq.broker_name = replay_requests.broker_name
+            and dlq.message_id = replay_requests.message_id
+            and (replay_requests.queue_name is null or dlq.queue_name = replay_requests.queue_name)
 ),
 
 breakers as (
@@ -440,21 +485,26 @@ jms_disable as (
         consumer_id,
         scheduled_group,
         trip_reason as reason,
-        concat('breaker_', lower(breaker_mode), '_m', cast(max_consecutive_failures as string)) as policy_name,
-        {{ poisonwatch.agent_command('disable_consumer', {'consumer_id': 'consumer_id', 'scheduled_group': 'scheduled_group', 'reason': 'trip_reason'}) }} as statement,
+        concat('breaker_', lower(breaker_mode), '_m', cast(max_consecutive_failures as string))
+            as policy_name,
+        {{ poisonwatch.agent_command('disable_consumer', {'consumer_id': 'consumer_id', 'scheduled_group': 'scheduled_group', 'reason': 'trip_reason'}) }}
+            as statement,
         'agent_command' as statement_language,
         cast(null as int) as error_code,
         cast(null as string) as error_description,
         cast(null as int) as park_delay_minutes,
         cast(null as timestamp) as due_at,
         not coalesce(is_disabled_by_apply, false) as is_needed,
-        case when consumer_id is null then 'invalid_target: consumer_id is missing' end as invalid_reason,
+        case when consumer_id is null then 'invalid_target: consumer_id is missing' end
+            as invalid_reason,
         cast(null as string) as request_id,
         cast(null as string) as activation_id,
         cast(null as string) as purge_scope,
         cast(null as timestamp) as purge_before,
         cast(null as bigint) as purge_record_count,
-        array(trip_reason, breaker_mode, cast(max_consecutive_failures as string), scheduled_group) as policy_keys
+        array(
+            trip_reason, breaker_mode, cast(max_consecutive_failures as string), scheduled_group
+        ) as policy_keys
     from breakers
 ),
 
@@ -480,10 +530,13 @@ purge_scopes as (
         server_name,
         activation_id,
         activation_status,
-        case activation_status when 'succeeded' then 'activation' else 'older_than' end as purge_scope,
+        case activation_status when 'succeeded' then 'activation' else 'older_than' end
+            as purge_scope,
         case
             when activation_status = 'failed'
-                then started_at - make_interval(0, 0, 0, {{ var('failure_log_retention_days', 7) }}, 0, 0, 0)
+                then
+                    started_at
+                    - make_interval(0, 0, 0, {{ var('failure_log_retention_days', 7) }}, 0, 0, 0)
         end as purge_before
     from last_activations
 ),
@@ -498,13 +551,20 @@ purge_counts as (
         count(*) as purge_record_count
     from purge_scopes
     inner join {{ ref('stg_jms__receive_attempts') }} as attempts
-        on purge_scopes.consumer_id = attempts.consumer_id
-        and purge_scopes.server_name = attempts.server_name
-        and attempts.is_failure
-        and (
-            (purge_scopes.purge_scope = 'activation' and attempts.activation_id = purge_scopes.activation_id)
-            or (purge_scopes.purge_scope = 'older_than' and attempts.attempted_at < purge_scopes.purge_before)
-        )
+        on
+            purge_scopes.consumer_id = attempts.consumer_id
+            and purge_scopes.server_name = attempts.server_name
+            and attempts.is_failure
+            and (
+                (
+                    purge_scopes.purge_scope = 'activation'
+                    and purge_scopes.activation_id = attempts.activation_id
+                )
+                or (
+                    purge_scopes.purge_scope = 'older_than'
+                    and purge_scopes.purge_before > attempts.attempted_at
+                )
+            )
     group by 1, 2, 3, 4, 5
 ),
 
@@ -528,7 +588,8 @@ jms_purge as (
             else 'last_activation_failed'
         end as reason,
         'failure_log_retention_{{ var("failure_log_retention_days", 7) }}d' as policy_name,
-        {{ poisonwatch.agent_command('purge_failure_log', {'consumer_id': 'consumer_id', 'server_name': 'server_name', 'activation_id': 'activation_id', 'scope': 'purge_scope', 'before': 'purge_before'}) }} as statement,
+        {{ poisonwatch.agent_command('purge_failure_log', {'consumer_id': 'consumer_id', 'server_name': 'server_name', 'activation_id': 'activation_id', 'scope': 'purge_scope', 'before': 'purge_before'}) }}
+            as statement,
         'agent_command' as statement_language,
         cast(null as int) as error_code,
         cast(null as string) as error_description,
@@ -571,8 +632,8 @@ keyed as (
         ]) }} as action_id,
         candidates.*,
         candidates.invalid_reason is not null
-            or candidates.action_type in ({{ "'" ~ review_types | join("', '") ~ "'" }})
-            or (candidates.action_type = 'retry_from_dlq' and candidates.request_id is null)
+        or candidates.action_type in ({{ "'" ~ review_types | join("', '") ~ "'" }})
+        or (candidates.action_type = 'retry_from_dlq' and candidates.request_id is null)
             as requires_review
     from candidates
 ),
@@ -587,19 +648,20 @@ with_collateral as (
         end as collateral_message_count
     from keyed
     left join conversations
-        on keyed.action_type = 'end_conversation'
-        and keyed.server_name = conversations.server_name
-        and keyed.database_name = conversations.database_name
-        and keyed.queue_name = conversations.queue_name
-        and keyed.conversation_handle = conversations.conversation_handle
+        on
+            keyed.action_type = 'end_conversation'
+            and keyed.server_name = conversations.server_name
+            and keyed.database_name = conversations.database_name
+            and keyed.queue_name = conversations.queue_name
+            and keyed.conversation_handle = conversations.conversation_handle
 ),
 
 with_status as (
     select
         with_collateral.*,
-        case when action_log.action_id is not null then 'applied' else 'pending' end as status,
         action_log.applied_at,
-        action_log.run_id as applied_run_id
+        action_log.run_id as applied_run_id,
+        case when action_log.action_id is not null then 'applied' else 'pending' end as status
     from with_collateral
     left join action_log
         on with_collateral.action_id = action_log.action_id

@@ -26,7 +26,17 @@ renamed as (
 )
 
 select
-    {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'snapshot_at', 'message_id', 'source_file', 'record_number']) }}
+    {{ surrogate_key(
+        [
+            'broker_kind',
+            'broker_name',
+            'queue_name',
+            'snapshot_at',
+            'message_id',
+            'source_file',
+            'record_number',
+        ]
+    ) }}
         as snapshot_message_key,
     {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name']) }} as queue_key,
     renamed.*,

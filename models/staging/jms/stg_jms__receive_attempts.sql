@@ -34,7 +34,19 @@ renamed as (
 )
 
 select
-    {{ surrogate_key(['batch_id', 'source_file', 'record_number', 'attempted_at', 'broker_name', 'queue_name', 'message_id', 'consumer_id', 'server_name']) }}
+    {{ surrogate_key(
+        [
+            'batch_id',
+            'source_file',
+            'record_number',
+            'attempted_at',
+            'broker_name',
+            'queue_name',
+            'message_id',
+            'consumer_id',
+            'server_name',
+        ]
+    ) }}
         as attempt_key,
     {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'message_id']) }} as message_key,
     {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name']) }} as queue_key,

@@ -21,8 +21,24 @@ select
     case
         when broker_kind = 'jms'
             then
-                {{ surrogate_key(['broker_kind', 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']) }}
+                {{ surrogate_key(
+                    [
+                        'broker_kind',
+                        'broker_name',
+                        'coalesce(orig_queue, queue_name)',
+                        'message_id',
+                    ]
+                ) }}
         else
-            {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'upper(trim(conversation_handle))', 'cast(message_sequence_number as bigint)']) }}
+            {{ surrogate_key(
+                [
+                    'broker_kind',
+                    'server_name',
+                    'database_name',
+                    'queue_name',
+                    'upper(trim(conversation_handle))',
+                    'cast(message_sequence_number as bigint)',
+                ]
+            ) }}
     end as message_key
 from {{ source('ops', 'dead_letter_queue') }}

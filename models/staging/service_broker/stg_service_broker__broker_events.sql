@@ -17,7 +17,18 @@ renamed as (
 )
 
 select
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'event_at', 'event_type', 'source_file', 'record_number']) }}
+    {{ surrogate_key(
+        [
+            'broker_kind',
+            'server_name',
+            'database_name',
+            'queue_name',
+            'event_at',
+            'event_type',
+            'source_file',
+            'record_number',
+        ]
+    ) }}
         as broker_event_key,
     {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
     renamed.*,

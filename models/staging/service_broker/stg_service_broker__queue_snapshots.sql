@@ -28,9 +28,28 @@ renamed as (
 )
 
 select
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'snapshot_at', 'conversation_handle', 'message_sequence_number']) }}
+    {{ surrogate_key(
+        [
+            'broker_kind',
+            'server_name',
+            'database_name',
+            'queue_name',
+            'snapshot_at',
+            'conversation_handle',
+            'message_sequence_number',
+        ]
+    ) }}
         as snapshot_message_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }}
+    {{ surrogate_key(
+        [
+            'broker_kind',
+            'server_name',
+            'database_name',
+            'queue_name',
+            'conversation_handle',
+            'message_sequence_number',
+        ]
+    ) }}
         as message_key,
     {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
     renamed.*
