@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from poisonwatch.remediation_fixture import HANDLE_DISPOSABLE
+from poisonwatch.remediation_fixture import HANDLE_DISPOSABLE, JMS_POISON_IDS
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +110,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 ACTIONS_SQL = (
-    "select action_id, action_type, requires_review, status "
+    "select action_id, action_type, requires_review, status, message_id "
     "from poisonwatch.remediation_actions order by action_id"
 )
 
@@ -316,8 +316,11 @@ def test_replan_same_ids_and_next_build_reflects_effects(
             assert after[action_id][3] == "applied", row
         elif row[1] == "inspect_message":
             assert after[action_id][3] == "pending"
-    # The replay request made one applicable retry_from_dlq action.
-    assert [r[2] for r in retry] == ["False"], retry
+    # The replay request made ID:d1's retry_from_dlq applicable; the two messages apply
+    # dead-lettered are now in the DLQ too, as review-only replay candidates.
+    assert sorted((r[4], r[2]) for r in retry) == sorted(
+        [("ID:d1", "False"), *((m, "True") for m in JMS_POISON_IDS)]
+    ), retry
     # Ended conversations / dead-lettered messages are not live poison any more (the discarded
     # progress report is left out: poison_messages does not read discarded_messages yet).
     live = [r for r in got["live"] if r[0] != HANDLE_DISPOSABLE]
@@ -325,7 +328,8 @@ def test_replan_same_ids_and_next_build_reflects_effects(
     assert len(got["dlq"]) == 2
 
     plan = pw(store, "plan", "--type", "retry_from_dlq")
-    assert plan.returncode == 0 and "1 pending action(s)" in plan.stdout, plan.stdout
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "3 pending action(s), 2 for review only" in plan.stdout, plan.stdout
     applied = pw(store, "apply", "--type", "retry_from_dlq", "--yes")
     assert applied.returncode == 0, applied.stdout + applied.stderr
     replayed = query(
