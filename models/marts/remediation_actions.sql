@@ -82,7 +82,7 @@ conversations as (
         upper(conversation_handle) as conversation_handle,
         max(messages_discarded_on_end) as messages_discarded_on_end
     from {{ ref('poison_conversations') }}
-    group by 1, 2, 3, 4
+    group by server_name, database_name, queue_name, upper(conversation_handle)
 ),
 
 -- Service Broker ----------------------------------------------------------------------
@@ -108,7 +108,7 @@ sb_end_conversation as (
         and poison.classification = 'poison'
         and poison.reason != 'disposable'
         and poison.policy_action = 'end_conversation'
-    group by 1, 2, 3, 4, 5, 6
+    group by poison.server_name, poison.database_name, poison.queue_name, poison.conversation_handle
 ),
 
 sb_message_actions as (
@@ -147,7 +147,12 @@ sb_actions as (
         cast(null as string) as scheduled_group,
         reason,
         policy_name,
-        {{ poisonwatch.end_conversation_statement('database_name', 'conversation_handle', 'error_code', 'error_description') }}
+        {{ poisonwatch.end_conversation_statement(
+            'database_name',
+            'conversation_handle',
+            'error_code',
+            'error_description'
+        ) }}
             as statement,
         'tsql' as statement_language,
         error_code,
@@ -197,16 +202,38 @@ sb_actions as (
         case action_type
             when 'inspect_message'
                 then
-                    {{ poisonwatch.inspect_message_statement('database_name', 'queue_name', 'conversation_handle') }}
+                    {{ poisonwatch.inspect_message_statement(
+                        'database_name',
+                        'queue_name',
+                        'conversation_handle'
+                    ) }}
             when 'discard'
                 then
-                    {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number') }}
+                    {{ poisonwatch.receive_message_statement(
+                        'database_name',
+                        'queue_name',
+                        'conversation_handle',
+                        'message_sequence_number'
+                    ) }}
             when 'park'
                 then
-                    {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number', target_table=var('sb_holding_table', 'dbo.PoisonwatchParkedMessages'), delay_minutes='park_delay_minutes') }}
+                    {{ poisonwatch.receive_message_statement(
+                        'database_name',
+                        'queue_name',
+                        'conversation_handle',
+                        'message_sequence_number',
+                        target_table=var('sb_holding_table', 'dbo.PoisonwatchParkedMessages'),
+                        delay_minutes='park_delay_minutes'
+                    ) }}
             when 'dead_letter'
                 then
-                    {{ poisonwatch.receive_message_statement('database_name', 'queue_name', 'conversation_handle', 'message_sequence_number', target_table=var('sb_dead_letter_table', 'dbo.PoisonwatchDeadLetters')) }}
+                    {{ poisonwatch.receive_message_statement(
+                        'database_name',
+                        'queue_name',
+                        'conversation_handle',
+                        'message_sequence_number',
+                        target_table=var('sb_dead_letter_table', 'dbo.PoisonwatchDeadLetters')
+                    ) }}
         end as statement,
         'tsql' as statement_language,
         cast(null as int) as error_code,
@@ -261,7 +288,16 @@ removals_by_queue as (
         max(policy_name) as policy_name,
         sort_array(
             collect_set(
-                {{ surrogate_key(['action_type', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }}
+                {{ surrogate_key(
+                    [
+                        'action_type',
+                        'server_name',
+                        'database_name',
+                        'queue_name',
+                        'conversation_handle',
+                        'message_sequence_number',
+                    ]
+                ) }}
             )
         ) as removal_keys,
         bool_or(is_needed) as is_needed
@@ -269,7 +305,7 @@ removals_by_queue as (
     where
         action_type in ('end_conversation', 'discard', 'park', 'dead_letter')
         and invalid_reason is null
-    group by 1, 2, 3
+    group by server_name, database_name, queue_name
 ),
 
 disabled_queues as (
@@ -301,7 +337,10 @@ sb_re_enable as (
         cast(null as string) as scheduled_group,
         'queue_disabled' as reason,
         removals_by_queue.policy_name,
-        {{ poisonwatch.re_enable_queue_statement('removals_by_queue.database_name', 'removals_by_queue.queue_name') }}
+        {{ poisonwatch.re_enable_queue_statement(
+            'removals_by_queue.database_name',
+            'removals_by_queue.queue_name'
+        ) }}
             as statement,
         'tsql' as statement_language,
         cast(null as int) as error_code,
@@ -311,7 +350,10 @@ sb_re_enable as (
         removals_by_queue.is_needed,
         case
             when
-                {{ poisonwatch.tsql_queue_path('removals_by_queue.database_name', 'removals_by_queue.queue_name') }} is null
+                {{ poisonwatch.tsql_queue_path(
+                    'removals_by_queue.database_name',
+                    'removals_by_queue.queue_name'
+                ) }} is null
                 then 'invalid_target: database or queue name is not a valid identifier'
         end as invalid_reason,
         cast(null as string) as request_id,
@@ -368,13 +410,34 @@ jms_actions as (
         case action_type
             when 'dead_letter'
                 then
-                    {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'sendMessagesToDeadLetterAddress(java.lang.String)', [poisonwatch.jms_message_filter('message_id')]) }}
+                    {{ poisonwatch.artemis_command(
+                        'broker_name',
+                        'address',
+                        'queue_name',
+                        'sendMessagesToDeadLetterAddress(java.lang.String)',
+                        [poisonwatch.jms_message_filter('message_id')]
+                    ) }}
             when 'discard'
                 then
-                    {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'removeMessages(java.lang.String)', [poisonwatch.jms_message_filter('message_id')]) }}
+                    {{ poisonwatch.artemis_command(
+                        'broker_name',
+                        'address',
+                        'queue_name',
+                        'removeMessages(java.lang.String)',
+                        [poisonwatch.jms_message_filter('message_id')]
+                    ) }}
             when 'park'
                 then
-                    {{ poisonwatch.artemis_command('broker_name', 'address', 'queue_name', 'moveMessages(java.lang.String,java.lang.String)', [poisonwatch.jms_message_filter('message_id'), "concat(queue_name, '" ~ var('jms_park_queue_suffix', '.parked') ~ "')"]) }}
+                    {{ poisonwatch.artemis_command(
+                        'broker_name',
+                        'address',
+                        'queue_name',
+                        'moveMessages(java.lang.String,java.lang.String)',
+                        [
+                            poisonwatch.jms_message_filter('message_id'),
+                            "concat(queue_name, '" ~ var('jms_park_queue_suffix', '.parked') ~ "')",
+                        ]
+                    ) }}
         end as statement,
         'artemis_jolokia' as statement_language,
         cast(null as int) as error_code,
@@ -436,7 +499,13 @@ jms_retry as (
             when replay_requests.request_id is null then 'replay_candidate' else 'replay_requested'
         end as reason,
         cast(null as string) as policy_name,
-        {{ poisonwatch.artemis_command('dlq.broker_name', "coalesce(dlq.queue_name, 'DLQ')", 'dlq.queue_name', 'moveMessages(java.lang.String,java.lang.String)', [poisonwatch.jms_message_filter('dlq.message_id'), 'dlq.orig_queue']) }}
+        {{ poisonwatch.artemis_command(
+            'dlq.broker_name',
+            "coalesce(dlq.queue_name, 'DLQ')",
+            'dlq.queue_name',
+            'moveMessages(java.lang.String,java.lang.String)',
+            [poisonwatch.jms_message_filter('dlq.message_id'), 'dlq.orig_queue']
+        ) }}
             as statement,
         'artemis_jolokia' as statement_language,
         cast(null as int) as error_code,
@@ -487,7 +556,10 @@ jms_disable as (
         trip_reason as reason,
         concat('breaker_', lower(breaker_mode), '_m', cast(max_consecutive_failures as string))
             as policy_name,
-        {{ poisonwatch.agent_command('disable_consumer', {'consumer_id': 'consumer_id', 'scheduled_group': 'scheduled_group', 'reason': 'trip_reason'}) }}
+        {{ poisonwatch.agent_command(
+            'disable_consumer',
+            {'consumer_id': 'consumer_id', 'scheduled_group': 'scheduled_group', 'reason': 'trip_reason'}
+        ) }}
             as statement,
         'agent_command' as statement_language,
         cast(null as int) as error_code,
@@ -521,7 +593,7 @@ last_activations as (
         max(started_at) as started_at
     from {{ ref('stg_jms__activations') }}
     where activation_status in ('succeeded', 'failed')
-    group by 1, 2
+    group by consumer_id, server_name
 ),
 
 purge_scopes as (
@@ -565,7 +637,12 @@ purge_counts as (
                     and purge_scopes.purge_before > attempts.attempted_at
                 )
             )
-    group by 1, 2, 3, 4, 5
+    group by
+        purge_scopes.consumer_id,
+        purge_scopes.server_name,
+        purge_scopes.activation_id,
+        purge_scopes.purge_scope,
+        purge_scopes.purge_before
 ),
 
 jms_purge as (
@@ -588,7 +665,10 @@ jms_purge as (
             else 'last_activation_failed'
         end as reason,
         'failure_log_retention_{{ var("failure_log_retention_days", 7) }}d' as policy_name,
-        {{ poisonwatch.agent_command('purge_failure_log', {'consumer_id': 'consumer_id', 'server_name': 'server_name', 'activation_id': 'activation_id', 'scope': 'purge_scope', 'before': 'purge_before'}) }}
+        {{ poisonwatch.agent_command(
+            'purge_failure_log',
+            {'consumer_id': 'consumer_id', 'server_name': 'server_name', 'activation_id': 'activation_id', 'scope': 'purge_scope', 'before': 'purge_before'}
+        ) }}
             as statement,
         'agent_command' as statement_language,
         cast(null as int) as error_code,
@@ -685,12 +765,23 @@ final as (
         scheduled_group,
         reason,
         policy_name,
-        case when invalid_reason is null then statement end as statement,
         statement_language,
         collateral_message_count,
         requires_review,
         invalid_reason as review_reason,
         due_at,
+        status,
+        applied_at,
+        applied_run_id as run_id,
+        error_code,
+        error_description,
+        park_delay_minutes,
+        request_id,
+        activation_id,
+        purge_scope,
+        purge_before,
+        purge_record_count,
+        case when invalid_reason is null then statement end as statement,
         -- Safe order for the DBA script and for apply: consumers are stopped before their
         -- messages move; per queue, review scripts first, then the removals, then the queue is
         -- turned back on.
@@ -707,18 +798,7 @@ final as (
                     else 2
                 end,
                 consumer_id, conversation_handle, message_sequence_number, message_id, action_id
-        ) as sequence_in_script,
-        status,
-        applied_at,
-        applied_run_id as run_id,
-        error_code,
-        error_description,
-        park_delay_minutes,
-        request_id,
-        activation_id,
-        purge_scope,
-        purge_before,
-        purge_record_count
+        ) as sequence_in_script
     from with_status
     -- Applied actions stay visible; an action no longer needed (the message is not live any
     -- more, the consumer is already disabled) is not planned.
