@@ -22,7 +22,17 @@ renamed as (
 )
 
 select
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'snapshot_at', 'source_file', 'record_number']) }}
+    {{ surrogate_key(
+        [
+            'broker_kind',
+            'server_name',
+            'database_name',
+            'queue_name',
+            'snapshot_at',
+            'source_file',
+            'record_number',
+        ]
+    ) }}
         as queue_state_key,
     {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
     renamed.*

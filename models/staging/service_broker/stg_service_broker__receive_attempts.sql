@@ -27,9 +27,28 @@ renamed as (
 )
 
 select
-    {{ surrogate_key(['batch_id', 'source_file', 'record_number', 'attempt_id', 'attempted_at', 'conversation_handle', 'message_sequence_number']) }}
+    {{ surrogate_key(
+        [
+            'batch_id',
+            'source_file',
+            'record_number',
+            'attempt_id',
+            'attempted_at',
+            'conversation_handle',
+            'message_sequence_number',
+        ]
+    ) }}
         as attempt_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number']) }}
+    {{ surrogate_key(
+        [
+            'broker_kind',
+            'server_name',
+            'database_name',
+            'queue_name',
+            'conversation_handle',
+            'message_sequence_number',
+        ]
+    ) }}
         as message_key,
     {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
     renamed.*,
