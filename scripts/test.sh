@@ -40,6 +40,7 @@ step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster
 step generate poisonwatch generate --out "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS"
 step ingest poisonwatch ingest --strict "$WORK/landing"
 step dbt-build dbt build --profiles-dir "$ROOT" --project-dir "$ROOT"
+step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" --target-path "$WORK/dbt-docs"
 step verify poisonwatch verify "$WORK/landing/labels.jsonl"
 step check poisonwatch check
 
