@@ -585,7 +585,10 @@ def start(workers: int | None = None, timeout: float = 300.0) -> State:
                 "hive.server2.transport.mode": "binary",
                 "hive.exec.scratchdir": str(layout.hive / "scratch"),
                 "hive.exec.local.scratchdir": str(layout.hive / "local-scratch"),
-                "hive.downloaded.resources.dir": str(layout.hive / "resources"),
+                # One folder per session: Hive deletes it when the session closes, so a shared
+                # one vanished under dbt's second thread ("Couldn't create directory").
+                "hive.downloaded.resources.dir": f"{layout.hive / 'resources'}/"
+                "${hive.session.id}_resources",
                 "hive.server2.logging.operation.log.location": str(layout.hive / "operation_logs"),
             }.items():
                 cmd += ["--hiveconf", f"{key}={value}"]
