@@ -143,12 +143,19 @@ Actor = Generator[tuple[Any, ...], int, None]
 class Engine:
     """The simulation: heap of pending attempts, world state, writers and labels."""
 
-    def __init__(self, out: Path, seed: int, attempts: int, policies: Policies):
+    def __init__(
+        self,
+        out: Path,
+        seed: int,
+        attempts: int,
+        policies: Policies,
+        chunk_records: int | None = None,
+    ):
         self.rng = random.Random(seed)
         self.policies = policies
         self.target = attempts
         self.out = out
-        chunk = max(50, min(MAX_CHUNK, attempts // 8))
+        chunk = chunk_records or max(50, min(MAX_CHUNK, attempts // 8))
         self.w = Writers(out, chunk)
         self.labels_fh = (out / "labels.jsonl").open("w", encoding="utf-8", newline="\n")
         self.label_counts: Counter[tuple[str, str, str]] = Counter()
@@ -896,12 +903,18 @@ def arrivals(eng: Engine, budget: int, span_us: int) -> Iterator[tuple[Any, ...]
 # ====================================================================== public API
 
 
-def generate(out: Path, seed: int = 42, attempts: int = 20_000) -> GenerateSummary:
+def generate(
+    out: Path, seed: int = 42, attempts: int = 20_000, chunk_records: int | None = None
+) -> GenerateSummary:
     """Write a landing folder under `out` (one sub-folder per dataset) plus `out/labels.jsonl`.
 
     Same `seed` and `attempts` give byte-identical files. `attempts` is the approximate number of
     receive-attempt records (Service Broker + JMS); the seeds' own scenarios are always included.
+    `chunk_records` caps the records per file (default: about an eighth of `attempts`, between
+    50 and 1,000,000); it changes how records are split into files, never the records.
     """
+    if chunk_records is not None and chunk_records < 1:
+        raise ValueError("chunk_records must be a positive number")
     from poisonwatch.generate_scenarios import fixed_scenarios
 
     started = time.monotonic()
@@ -913,7 +926,7 @@ def generate(out: Path, seed: int = 42, attempts: int = 20_000) -> GenerateSumma
             for f in sorted(folder.iterdir()):
                 if f.is_file():
                     f.unlink()
-    eng = Engine(out, seed, attempts, load_policies())
+    eng = Engine(out, seed, attempts, load_policies(), chunk_records=chunk_records)
     build_world(eng)
     fixed_planned = fixed_scenarios(eng)
     budget = max(0, attempts - fixed_planned)
