@@ -16,9 +16,33 @@ err = Console(stderr=True)
 def _cmd_generate(args: argparse.Namespace) -> int:
     from poisonwatch.generate import generate, print_summary
 
-    summary = generate(Path(args.out), seed=args.seed, attempts=args.attempts)
+    summary = generate(
+        Path(args.out), seed=args.seed, attempts=args.attempts, chunk_records=args.chunk_records
+    )
     print_summary(summary)
     return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from poisonwatch.bench import DEFAULT_SIZES, run_bench
+
+    if args.target not in (None, "local"):
+        raise PoisonwatchError("bench measures the embedded default only (target `local`)")
+    run_bench(
+        args.attempts or list(DEFAULT_SIZES),
+        seed=args.seed,
+        work=Path(args.work) if args.work else None,
+        out=Path(args.out) if args.out else None,
+        keep=args.keep,
+    )
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
+    return value
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
@@ -136,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--attempts", type=int, default=20_000, help="approximate number of receive attempts"
     )
+    p.add_argument(
+        "--chunk-records",
+        type=_positive_int,
+        default=None,
+        help="records per file (default: about attempts / 8, between 50 and 1,000,000)",
+    )
     p.set_defaults(func=_cmd_generate)
 
     p = sub.add_parser("ingest", help="load landing files into raw tables (rejects kept)")
@@ -208,6 +238,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", default=None, help="the DLQ (default: whichever holds it)")
     p.add_argument("--note", default=None, help="why, for the record")
     p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser(
+        "bench",
+        help="time ingest, full and incremental dbt build, plan/apply against a floor, per size",
+    )
+    p.add_argument(
+        "--attempts",
+        type=_positive_int,
+        nargs="+",
+        default=None,
+        metavar="N",
+        help="workload sizes in attempts (default: 100000 1000000 10000000)",
+    )
+    p.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
+    p.add_argument(
+        "--work",
+        default=None,
+        help="work folder: one sub-folder per size, deleted first "
+        "(default: $POISONWATCH_HOME/bench)",
+    )
+    p.add_argument(
+        "--out", default=None, help="results file (default: bench/results.json in the project)"
+    )
+    p.add_argument(
+        "--keep", action="store_true", help="keep each size's landing files and store afterwards"
+    )
+    p.set_defaults(func=_cmd_bench)
 
     return parser
 

@@ -1,0 +1,727 @@
+"""`poisonwatch bench`: how long the pipeline takes per workload size, next to a floor.
+
+For each size N the parent process generates about N × 1.01 attempts, moves about 1 % of them (the
+newest files, plus one older file: late-arriving data) into a delta landing folder, and runs a
+child process — one fresh Spark driver and store per size — that times, in one SparkSession:
+
+    ingest → floor (one scan and aggregate of the raw attempts) → dbt build --full-refresh
+    → ingest the delta → dbt build (incremental) → plan → apply
+
+and reads the driver JVM's peak resident memory. The parent adds derived figures and machine
+facts, merges them into `bench/results.json` (one object per size) and prints them as a table
+(also written as Markdown to `bench/results.md`).
+
+The child is `python -m poisonwatch.bench --worker …`; speed goals are not asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from poisonwatch.config import PoisonwatchError, check_java, home, project_root
+
+DEFAULT_SIZES = (100_000, 1_000_000, 10_000_000)
+ATTEMPT_DATASETS = ("ssb_receive_attempts", "jms_receive_attempts")
+LATE_DATASET = "ssb_receive_attempts"  # one older file of it arrives with the delta
+DELTA_SHARE = 0.01  # the delta holds about 1 % of N attempts
+MIN_FILES_FOR_DELTA = 4  # other datasets give their newest file to the delta from 4 files up
+PART_RE = re.compile(r"^part-(\d+)\.")
+STEPS = (
+    "ingest",
+    "floor",
+    "full_build",
+    "incremental_ingest",
+    "incremental_build",
+    "plan",
+    "apply",
+)
+REQUIRED_KEYS = (
+    "attempts",
+    "attempts_loaded",
+    "incremental_attempts",
+    "floor_s",
+    "ingest_s",
+    "full_build_s",
+    "incremental_ingest_s",
+    "incremental_build_s",
+    "plan_s",
+    "apply_s",
+    "full_over_floor",
+    "incremental_over_full",
+    "peak_rss_mb",
+    "generate_s",
+    "measured_at",
+    "machine",
+    "spark_conf",
+)
+
+console = Console()
+
+
+# ---------------------------------------------------------------------------------------------
+# The workload: generate, then split off the delta
+# ---------------------------------------------------------------------------------------------
+
+
+def chunk_records_for(attempts: int) -> int:
+    """Records per landing file at size N: about 400 files per N, never fewer than 50 records."""
+    return max(50, attempts // 400)
+
+
+def count_records(path: Path) -> int:
+    """Records in one landing file: jsonl(.gz) lines, csv rows without the header, parquet rows."""
+    name = path.name
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    if name.endswith(".csv"):
+        with path.open(newline="", encoding="utf-8") as fh:
+            return max(0, sum(1 for _ in csv.reader(fh)) - 1)
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        opener: Callable[[Path], Any] = gzip.open if name.endswith(".gz") else open
+        count, last = 0, b"\n"
+        with opener(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                count += block.count(b"\n")
+                last = block[-1:]
+        return count + (last != b"\n")  # a last line without its newline
+    raise PoisonwatchError(f"{path}: not a landing file (.jsonl, .jsonl.gz, .csv, .parquet)")
+
+
+def part_files(folder: Path) -> list[Path]:
+    """The `part-NNNNN.*` files of a dataset folder, oldest (lowest number) first."""
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := PART_RE.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+@dataclass
+class Split:
+    """What `split_delta` moved: per dataset, the delta files and their records."""
+
+    attempts_total: int = 0
+    attempts_loaded: int = 0
+    incremental_attempts: int = 0
+    moved: dict[str, list[str]] = field(default_factory=dict)
+    moved_records: dict[str, int] = field(default_factory=dict)
+    late_file: str | None = None
+
+
+def _pick_attempt_files(files: list[Path], counts: dict[Path, int], late: bool) -> list[Path]:
+    """The newest files while their records stay within the share (at least one), and, when
+    `late`, one file from the middle too (counted in the share)."""
+    total = sum(counts[f] for f in files)
+    budget = total * DELTA_SHARE / (1 + DELTA_SHARE)  # about 1 % of N, not of N × 1.01
+    picked: list[Path] = []
+    used = 0
+    if late and len(files) >= 3:
+        middle = files[len(files) // 2]
+        picked.append(middle)
+        used += counts[middle]
+    newest: list[Path] = []
+    for f in reversed(files):
+        if f in picked:
+            break
+        if newest and used + counts[f] > budget:
+            break
+        newest.append(f)
+        used += counts[f]
+    return newest + picked
+
+
+def split_delta(landing: Path, delta: Path) -> Split:
+    """Move about 1 % of the attempts (and the newest file of the other datasets that have at
+    least four) from `landing` into `delta`, keeping folder and file names."""
+    split = Split()
+    for dataset_dir in sorted(p for p in landing.iterdir() if p.is_dir()):
+        dataset = dataset_dir.name
+        files = part_files(dataset_dir)
+        if dataset in ATTEMPT_DATASETS:
+            counts = {f: count_records(f) for f in files}
+            split.attempts_total += sum(counts.values())
+            chosen = _pick_attempt_files(files, counts, late=dataset == LATE_DATASET)
+            if dataset == LATE_DATASET and len(files) >= 3:
+                split.late_file = f"{dataset}/{files[len(files) // 2].name}"
+        else:
+            chosen = files[-1:] if len(files) >= MIN_FILES_FOR_DELTA else []
+            counts = {f: count_records(f) for f in chosen}
+        if not chosen:
+            continue
+        target = delta / dataset
+        target.mkdir(parents=True, exist_ok=True)
+        for f in chosen:
+            f.rename(target / f.name)
+        split.moved[dataset] = sorted(f.name for f in chosen)
+        split.moved_records[dataset] = sum(counts[f] for f in chosen)
+        if dataset in ATTEMPT_DATASETS:
+            split.incremental_attempts += split.moved_records[dataset]
+    split.attempts_loaded = split.attempts_total - split.incremental_attempts
+    return split
+
+
+# ---------------------------------------------------------------------------------------------
+# Peak memory of the Spark driver
+# ---------------------------------------------------------------------------------------------
+
+
+def _parent_pids() -> dict[int, int]:
+    """pid → parent pid of every process we can see (from /proc/<pid>/stat)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        # The command name (2nd field) is in parentheses and may hold spaces: split after it.
+        fields = text[text.rfind(")") + 2 :].split()
+        parents[int(stat.parent.name)] = int(fields[1])
+    return parents
+
+
+def java_descendants(pid: int) -> list[int]:
+    """Java processes below `pid` (the py4j gateway that runs the Spark driver)."""
+    parents = _parent_pids()
+    found: list[int] = []
+    frontier = [pid]
+    while frontier:
+        current = frontier.pop()
+        for child, parent in parents.items():
+            if parent == current:
+                frontier.append(child)
+                try:
+                    comm = Path(f"/proc/{child}/comm").read_text().strip()
+                except OSError:
+                    continue
+                if comm == "java":
+                    found.append(child)
+    return sorted(found)
+
+
+def vm_hwm_mib(pid: int) -> float | None:
+    """Peak resident set size (VmHWM) of a process, in MiB; None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def driver_peak_rss_mib() -> float | None:
+    """The Spark driver JVM's peak RSS so far (the largest java process below this one)."""
+    peaks = [p for pid in java_descendants(os.getpid()) if (p := vm_hwm_mib(pid)) is not None]
+    return max(peaks) if peaks else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The child: every step in one SparkSession
+# ---------------------------------------------------------------------------------------------
+
+
+def floor_sql() -> str:
+    """The least work any pipeline over the attempts must do: per message, count its attempts
+    and failures and find its last attempt, over both attempt tables. The outer aggregate reads
+    every inner column, so Spark cannot prune the per-message aggregates away."""
+    ssb = (
+        "select count(*) as n, count_if(outcome <> 'committed') as f, max(attempted_at) as t "
+        "from raw.ssb_receive_attempts group by server_name, database_name, queue_name, "
+        "conversation_handle, message_sequence_number"
+    )
+    jms = (
+        "select count(*) as n, count_if(outcome <> 'acknowledged') as f, "
+        "max(attempted_at) as t from raw.jms_receive_attempts "
+        "group by broker_name, queue_name, message_id"
+    )
+    return (
+        f"select count(*) as messages, sum(n) as attempts, sum(f) as failures, max(t) as last "
+        f"from ({ssb} union all {jms})"
+    )
+
+
+def _events(path: Path | None) -> Callable[[dict[str, Any]], None]:
+    def emit(event: dict[str, Any]) -> None:
+        if path is not None:
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(event) + "\n")
+
+    return emit
+
+
+def _ingest_checked(engine: Any, landing: Path, expected_attempts: int | None) -> Any:
+    from poisonwatch.ingest import ingest, print_summary
+
+    summary = ingest(engine, landing)
+    print_summary(summary)
+    if summary.rejected_total:
+        raise PoisonwatchError(
+            f"ingest of {landing} rejected {summary.rejected_total} record(s) or file(s): "
+            "the benchmark needs a clean load (see raw.raw_rejects)"
+        )
+    loaded = sum(summary.dataset(d).records_loaded for d in ATTEMPT_DATASETS)
+    if not summary.records_loaded or (
+        expected_attempts is not None and loaded != expected_attempts
+    ):
+        raise PoisonwatchError(
+            f"ingest of {landing} loaded {loaded} attempt(s), expected {expected_attempts}"
+        )
+    return summary
+
+
+def run_worker(
+    landing: Path,
+    delta: Path,
+    result_path: Path,
+    events_path: Path | None = None,
+    attempts_loaded: int | None = None,
+    incremental_attempts: int | None = None,
+) -> dict[str, Any]:
+    """Run every timed step in this process (one SparkSession, shared with dbt) and write the
+    figures as JSON to `result_path`. Meant for a fresh process with its own POISONWATCH_HOME."""
+    from poisonwatch.apply import apply_actions, print_result
+    from poisonwatch.dbtrun import run_dbt
+    from poisonwatch.engine import connect
+    from poisonwatch.plan import Filters, load_pending, print_plan
+    from poisonwatch.remediation_ledger import ApplyLock
+
+    emit = _events(events_path)
+    out: dict[str, Any] = {"peak_rss_mb_after": {}}
+    out_console = Console()
+
+    @contextmanager
+    def step(name: str) -> Iterator[None]:
+        emit({"event": "start", "step": name})
+        out_console.rule(f"[bold]bench step: {name}")
+        yield
+        peak = driver_peak_rss_mib()
+        out["peak_rss_mb_after"][name] = round(peak, 1) if peak is not None else None
+        emit({"event": "done", "step": name, "seconds": out.get(f"{name}_s")})
+
+    def timed(name: str, call: Callable[[], Any]) -> Any:
+        started = time.monotonic()
+        value = call()
+        out[f"{name}_s"] = round(time.monotonic() - started, 3)
+        return value
+
+    emit({"event": "start", "step": "spark"})
+    with connect("local") as engine:
+        spark = engine.spark  # type: ignore[attr-defined]
+        emit({"event": "done", "step": "spark"})
+        with step("ingest"):
+            timed("ingest", lambda: _ingest_checked(engine, landing, attempts_loaded))
+        with step("floor"):
+            engine.query(floor_sql())  # untimed: warms the session
+            _, rows = timed("floor", lambda: engine.query(floor_sql()))
+            out["floor_messages"], out["floor_attempts"] = int(rows[0][0]), int(rows[0][1] or 0)
+        with step("full_build"):
+            timed("full_build", lambda: run_dbt(["build", "--full-refresh"], target="local"))
+        with step("incremental_ingest"):
+            timed(
+                "incremental_ingest",
+                lambda: _ingest_checked(engine, delta, incremental_attempts),
+            )
+        with step("incremental_build"):
+            timed("incremental_build", lambda: run_dbt(["build"], target="local"))
+        with step("plan"):
+            plan = timed("plan", lambda: load_pending(engine, Filters()))
+            print_plan(plan, out_console)
+            out["planned_actions"] = len(plan.actions)
+        with step("apply"):
+            lock = ApplyLock()
+            lock.acquire_file()
+            try:
+                result = timed(
+                    "apply",
+                    lambda: apply_actions(
+                        engine, Filters(), yes=True, lock=lock, console=out_console
+                    ),
+                )
+            finally:
+                lock.release()
+            print_result(result, out_console)
+            out["applied_actions"] = sum(result.applied.values())
+        sc = spark.sparkContext
+        out["spark_conf"] = {
+            "spark.master": sc.master,
+            "spark.sql.shuffle.partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+            "spark.driver.memory": sc.getConf().get("spark.driver.memory", "1g"),
+            "spark.sql.adaptive.enabled": spark.conf.get("spark.sql.adaptive.enabled"),
+        }
+        out["default_parallelism"] = sc.defaultParallelism
+        peak = driver_peak_rss_mib()
+        if peak is None:
+            raise PoisonwatchError("could not find the Spark driver JVM below this process")
+        out["peak_rss_mb"] = round(peak, 1)
+        out["driver_pids"] = java_descendants(os.getpid())
+    out["python_max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result_path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The parent: per size, generate, split, run the child, record
+# ---------------------------------------------------------------------------------------------
+
+
+def _version(package: str) -> str | None:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def machine_facts() -> dict[str, Any]:
+    """Cores, memory, OS, Java, pyspark and dbt versions of this machine."""
+    mem_gib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "java": check_java().text,
+        "pyspark": _version("pyspark"),
+        "dbt_core": _version("dbt-core"),
+        "dbt_spark": _version("dbt-spark"),
+    }
+
+
+def merge_results(existing: Sequence[dict[str, Any]], new: Sequence[dict[str, Any]]) -> list:
+    """Entries of `new` replace those of `existing` with the same `attempts`; sorted by size."""
+    by_size = {int(e["attempts"]): dict(e) for e in existing}
+    for entry in new:
+        by_size[int(entry["attempts"])] = dict(entry)
+    return [by_size[k] for k in sorted(by_size)]
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, list):
+        raise PoisonwatchError(f"{path}: expected a JSON list of results")
+    return data
+
+
+def write_results(path: Path, entries: Sequence[dict[str, Any]]) -> None:
+    """Write atomically: a reader sees the old list or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(list(entries), indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _derive(entry: dict[str, Any]) -> None:
+    entry["full_over_floor"] = round(entry["full_build_s"] / entry["floor_s"], 2)
+    entry["incremental_over_full"] = round(entry["incremental_build_s"] / entry["full_build_s"], 3)
+
+
+def _child_env(store: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["POISONWATCH_HOME"] = str(store)
+    env["POISONWATCH_TARGET"] = "local"
+    env["POISONWATCH_PROJECT_DIR"] = str(project_root())
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def _run_child(
+    size_dir: Path, split: Split, log_path: Path, status: Any, label: str
+) -> dict[str, Any]:
+    """Run the worker in a fresh process, echoing its steps; return its figures."""
+    store = size_dir / "store"
+    shutil.rmtree(store, ignore_errors=True)
+    result_path = size_dir / "child-result.json"
+    events_path = size_dir / "child-events.jsonl"
+    events_path.write_text("")
+    cmd = [
+        sys.executable,
+        "-m",
+        "poisonwatch.bench",
+        "--worker",
+        "--landing",
+        str(size_dir / "landing"),
+        "--delta",
+        str(size_dir / "delta"),
+        "--result",
+        str(result_path),
+        "--events",
+        str(events_path),
+        "--attempts-loaded",
+        str(split.attempts_loaded),
+        "--incremental-attempts",
+        str(split.incremental_attempts),
+    ]
+    seen = 0
+    with log_path.open("w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=project_root(),
+            env=_child_env(store),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        while True:
+            code = proc.poll()
+            lines = events_path.read_text(encoding="utf-8").splitlines()
+            for line in lines[seen:]:
+                event = json.loads(line)
+                if event["event"] == "start":
+                    status.update(f"{label}: {event['step']} …")
+                else:
+                    seconds = event.get("seconds")
+                    took = f"{seconds:.1f} s" if isinstance(seconds, int | float) else "ready"
+                    console.print(f"  {label}: {event['step']} [dim]{took}[/dim]")
+            seen = len(lines)
+            if code is not None:
+                break
+            time.sleep(0.5)
+    if code != 0 or not result_path.is_file():
+        tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
+        raise PoisonwatchError(
+            f"the benchmark worker for {label} exited {code}; last lines of {log_path}:\n{tail}"
+        )
+    return json.loads(result_path.read_text(encoding="utf-8"))
+
+
+def bench_size(
+    attempts: int, seed: int, work: Path, keep: bool, status: Any, machine: dict[str, Any]
+) -> dict[str, Any]:
+    """Measure one size: generate, split, run the child; returns the results entry."""
+    from poisonwatch.generate import generate
+
+    label = f"{attempts:,} attempts"
+    size_dir = work / str(attempts)
+    shutil.rmtree(size_dir, ignore_errors=True)
+    landing, delta = size_dir / "landing", size_dir / "delta"
+    generated = round(attempts * (1 + DELTA_SHARE))
+    status.update(f"{label}: generate {generated:,} attempts …")
+    started = time.monotonic()
+    generate(landing, seed=seed, attempts=generated, chunk_records=chunk_records_for(attempts))
+    generate_s = round(time.monotonic() - started, 3)
+    console.print(f"  {label}: generate [dim]{generate_s:.1f} s[/dim]")
+    status.update(f"{label}: split off the delta …")
+    split = split_delta(landing, delta)
+    console.print(
+        f"  {label}: {split.attempts_loaded:,} attempts to load, "
+        f"{split.incremental_attempts:,} in the delta (late file: {split.late_file})"
+    )
+    log_path = work / f"bench-{attempts}.log"
+    child = _run_child(size_dir, split, log_path, status, label)
+    entry: dict[str, Any] = {
+        "attempts": attempts,
+        "attempts_generated": split.attempts_total,
+        "attempts_loaded": split.attempts_loaded,
+        "incremental_attempts": split.incremental_attempts,
+        "seed": seed,
+        "chunk_records": chunk_records_for(attempts),
+        "generate_s": generate_s,
+        **{f"{s}_s": child[f"{s}_s"] for s in STEPS},
+        "peak_rss_mb": child["peak_rss_mb"],
+        "peak_rss_mb_after": child["peak_rss_mb_after"],
+        "python_max_rss_mb": child["python_max_rss_mb"],
+        "floor_messages": child["floor_messages"],
+        "planned_actions": child["planned_actions"],
+        "applied_actions": child["applied_actions"],
+        "delta": {
+            d: {"files": split.moved[d], "records": split.moved_records[d]} for d in split.moved
+        },
+        "late_file": split.late_file,
+        "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "machine": machine,
+        "spark_conf": {**child["spark_conf"], "default_parallelism": child["default_parallelism"]},
+        "log": str(log_path),
+    }
+    _derive(entry)
+    if not keep:
+        shutil.rmtree(size_dir, ignore_errors=True)
+    return entry
+
+
+def _fmt(value: Any, spec: str = ".1f") -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return format(value, spec)
+
+
+TABLE_COLUMNS = (
+    "attempts",
+    "floor s",
+    "ingest s",
+    "full build s",
+    "full/floor",
+    "incr. build s",
+    "incr/full",
+    "plan+apply s",
+    "peak RSS MiB",
+)
+
+
+def table_rows(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
+    rows = []
+    for e in entries:
+        steps = [e[k] for k in ("plan_s", "apply_s") if e.get(k) is not None]
+        plan_apply = sum(steps) if steps else None
+        rows.append(
+            [
+                _fmt(e.get("attempts")),
+                _fmt(e.get("floor_s"), ".2f"),
+                _fmt(e.get("ingest_s")),
+                _fmt(e.get("full_build_s")),
+                _fmt(e.get("full_over_floor"), ".2f"),
+                _fmt(e.get("incremental_build_s")),
+                _fmt(e.get("incremental_over_full"), ".3f"),
+                _fmt(plan_apply),
+                _fmt(e.get("peak_rss_mb"), ".0f"),
+            ]
+        )
+    return rows
+
+
+def describe_machine(entries: Sequence[dict[str, Any]]) -> str:
+    """One line: when and where the figures were measured."""
+    if not entries:
+        return "no results yet"
+    dates = sorted({str(e["measured_at"])[:10] for e in entries if e.get("measured_at")})
+    latest = max(entries, key=lambda e: (bool(e.get("machine")), str(e.get("measured_at", ""))))
+    m = latest.get("machine") or {}
+    spark = latest.get("spark_conf") or {}
+    return (
+        f"poisonwatch bench, measured {', '.join(dates)} on {m.get('cores')} cores, "
+        f"{m.get('memory_gib')} GiB, {m.get('platform')}, {m.get('java')}, "
+        f"pyspark {m.get('pyspark')}, dbt-core {m.get('dbt_core')} "
+        f"(driver memory {spark.get('spark.driver.memory')}, "
+        f"{spark.get('spark.sql.shuffle.partitions')} shuffle partitions)"
+    )
+
+
+def markdown_table(entries: Sequence[dict[str, Any]]) -> str:
+    right = "|".join("---:" for _ in TABLE_COLUMNS)
+    lines = [
+        describe_machine(entries),
+        "",
+        "| " + " | ".join(TABLE_COLUMNS) + " |",
+        f"|{right}|",
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(entries)]
+    return "\n".join(lines) + "\n"
+
+
+def print_table(entries: Sequence[dict[str, Any]]) -> None:
+    table = Table(title="poisonwatch bench", caption=describe_machine(entries))
+    for col in TABLE_COLUMNS:
+        table.add_column(col, justify="right", no_wrap=True)
+    for row in table_rows(entries):
+        table.add_row(*row)
+    # Not a terminal (a log, CI): wide enough that no header is cut.
+    (console if console.is_terminal else Console(width=140)).print(table)
+
+
+def default_out() -> Path:
+    return project_root() / "bench" / "results.json"
+
+
+def run_bench(
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    seed: int = 42,
+    work: Path | None = None,
+    out: Path | None = None,
+    keep: bool = False,
+) -> list[dict[str, Any]]:
+    """Benchmark each size in a fresh child process; merge into `out` and print the table.
+
+    Returns every entry of the results file after the merge. Each size is written as soon as it
+    is measured, so a failure at a large size keeps the smaller ones.
+    """
+    sizes = sorted(set(sizes))
+    if not sizes or min(sizes) < 1:
+        raise PoisonwatchError("--attempts takes positive sizes")
+    work = (work or home() / "bench").expanduser().resolve()
+    out = (out or default_out()).expanduser().resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    machine = machine_facts()
+    entries = read_results(out)
+    with console.status("starting …") as status:
+        for attempts in sizes:
+            console.rule(f"[bold]bench: {attempts:,} attempts (seed {seed})")
+            entry = bench_size(attempts, seed, work, keep, status, machine)
+            entries = merge_results(entries, [entry])
+            write_results(out, entries)
+            out.with_suffix(".md").write_text(markdown_table(entries), encoding="utf-8")
+            console.print(
+                f"  {attempts:,} attempts: full build {entry['full_build_s']:.1f} s = "
+                f"{entry['full_over_floor']:.2f} × floor; incremental build "
+                f"{entry['incremental_build_s']:.1f} s = {entry['incremental_over_full']:.3f} × "
+                f"full; peak driver RSS {entry['peak_rss_mb']:.0f} MiB"
+            )
+    print_table(entries)
+    console.print(f"wrote {out} and {out.with_suffix('.md')}")
+    return entries
+
+
+# ---------------------------------------------------------------------------------------------
+# The child's command line
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m poisonwatch.bench",
+        description="The benchmark's worker (run by `poisonwatch bench`, one per size).",
+    )
+    parser.add_argument("--worker", action="store_true", required=True)
+    parser.add_argument("--landing", required=True)
+    parser.add_argument("--delta", required=True)
+    parser.add_argument("--result", required=True)
+    parser.add_argument("--events", default=None)
+    parser.add_argument("--attempts-loaded", type=int, default=None)
+    parser.add_argument("--incremental-attempts", type=int, default=None)
+    args = parser.parse_args(argv)
+    try:
+        run_worker(
+            Path(args.landing),
+            Path(args.delta),
+            Path(args.result),
+            Path(args.events) if args.events else None,
+            attempts_loaded=args.attempts_loaded,
+            incremental_attempts=args.incremental_attempts,
+        )
+    except PoisonwatchError as exc:
+        Console(stderr=True).print(f"[bold red]bench worker:[/bold red] {exc}", soft_wrap=True)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

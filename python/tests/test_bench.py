@@ -1,0 +1,112 @@
+"""`poisonwatch bench`: one real run at a tiny size (real Spark and dbt, a few minutes), plus the
+pure parts (delta split, record counts, merging results). Speed is never asserted: the
+benchmark only reports figures."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from poisonwatch.bench import (
+    ATTEMPT_DATASETS,
+    REQUIRED_KEYS,
+    STEPS,
+    chunk_records_for,
+    count_records,
+    merge_results,
+    part_files,
+    run_bench,
+    split_delta,
+)
+from poisonwatch.generate import generate
+
+SIZE = 3000
+
+
+@pytest.fixture(autouse=True)
+def _own_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing touches the user's store; the benchmark's children get stores of their own."""
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("POISONWATCH_TARGET", "local")
+    monkeypatch.setenv("POISONWATCH_DRIVER_MEMORY", "2g")
+
+
+def test_count_records_of_every_format(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"a":1}\n{"a":2}\n{"a":3}')  # no final newline
+    with gzip.open(tmp_path / "b.jsonl.gz", "wt") as fh:
+        fh.write('{"a":1}\n{"a":2}\n')
+    (tmp_path / "c.csv").write_text('x,y\n1,"two\nlines"\n3,4\n')
+    assert count_records(tmp_path / "a.jsonl") == 3
+    assert count_records(tmp_path / "b.jsonl.gz") == 2
+    assert count_records(tmp_path / "c.csv") == 2
+
+
+def test_split_moves_about_one_percent_and_a_late_file(tmp_path: Path) -> None:
+    landing, delta = tmp_path / "landing", tmp_path / "delta"
+    summary = generate(landing, seed=42, attempts=20_200, chunk_records=chunk_records_for(20_000))
+    before = {d: part_files(landing / d) for d in summary.records}
+    split = split_delta(landing, delta)
+
+    total = sum(summary.records[d] for d in ATTEMPT_DATASETS)
+    assert split.attempts_total == total
+    assert split.attempts_loaded + split.incremental_attempts == total
+    assert 0 < split.incremental_attempts <= 0.02 * total
+    for dataset in ATTEMPT_DATASETS:
+        moved = sorted(p.name for p in part_files(delta / dataset))
+        assert moved == split.moved[dataset]
+        assert before[dataset][-1].name in moved  # the newest file
+        records = sum(count_records(delta / dataset / n) for n in moved)
+        assert records == split.moved_records[dataset]
+    # The late file: older than files that stay in the initial load.
+    assert split.late_file is not None
+    late = Path(split.late_file).name
+    kept = [p.name for p in part_files(landing / "ssb_receive_attempts")]
+    assert late not in kept and any(k > late for k in kept)
+    # Other datasets give their newest file only when they have at least four.
+    for dataset, files in before.items():
+        if dataset not in ATTEMPT_DATASETS:
+            assert split.moved.get(dataset, []) == ([files[-1].name] if len(files) >= 4 else [])
+    assert (landing / "labels.jsonl").is_file()
+
+
+def test_merge_replaces_the_same_size_and_keeps_the_others() -> None:
+    old = [{"attempts": 1_000_000, "x": 1}, {"attempts": 100_000, "x": 1}]
+    merged = merge_results(old, [{"attempts": 100_000, "x": 2}, {"attempts": 5_000, "x": 3}])
+    assert [(e["attempts"], e["x"]) for e in merged] == [(5_000, 3), (100_000, 2), (1_000_000, 1)]
+
+
+@pytest.mark.slow
+def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
+    out = tmp_path / "bench" / "results.json"
+    # An entry of another size is already there: the run keeps it.
+    out.parent.mkdir()
+    out.write_text(json.dumps([{"attempts": 10_000_000, "full_build_s": 1.0}]))
+
+    entries = run_bench([SIZE], seed=42, work=tmp_path / "work", out=out)
+
+    saved = json.loads(out.read_text())
+    assert saved == entries
+    assert [e["attempts"] for e in saved] == [SIZE, 10_000_000]
+    entry = saved[0]
+    missing = [k for k in REQUIRED_KEYS if k not in entry]
+    assert not missing, missing
+    for step in STEPS:
+        assert entry[f"{step}_s"] > 0, step
+    assert entry["generate_s"] > 0
+    assert 0 < entry["incremental_attempts"] <= 0.03 * SIZE
+    assert entry["attempts_loaded"] + entry["incremental_attempts"] == entry["attempts_generated"]
+    assert entry["full_over_floor"] == round(entry["full_build_s"] / entry["floor_s"], 2)
+    assert entry["incremental_over_full"] == round(
+        entry["incremental_build_s"] / entry["full_build_s"], 3
+    )
+    assert entry["peak_rss_mb"] > 100
+    assert set(entry["peak_rss_mb_after"]) == set(STEPS)
+    assert entry["machine"]["cores"] and entry["machine"]["java"]
+    assert entry["spark_conf"]["spark.driver.memory"] == "2g"
+    assert not (tmp_path / "work" / str(SIZE)).exists()  # deleted without --keep
+    markdown = out.with_suffix(".md").read_text()
+    assert markdown.startswith("poisonwatch bench, measured ")
+    assert f"| {SIZE:,} |" in markdown and "| 10,000,000 |" in markdown
