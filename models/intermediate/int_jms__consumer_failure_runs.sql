@@ -1,3 +1,11 @@
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='insert_overwrite',
+        partition_by=['attempt_partition'],
+    )
+}}
+
 -- Per JMS consumer setting and server, its counted attempts in order with the circuit
 -- breaker's runs after each one (rules.md, "Circuit breakers"): temporarily_unavailable
 -- attempts are left out (they neither count nor reset); acknowledged resets both runs;
@@ -6,7 +14,40 @@
 -- Gaps and islands: an acknowledgement, or a failure whose class differs from the previous
 -- counted attempt's, starts a new island.
 
-with counted as (
+{#-
+    Incremental like int_service_broker__queue_rollback_runs: attempts of new landing
+    batches set a cutoff bucket (their earliest); every counted attempt from that bucket on is
+    ordered again, continuing from each consumer and server's state at its last counted
+    attempt before the cutoff (attempt number, outcome, exception class and both runs).
+-#}
+{%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
+{%- set incremental = is_incremental() -%}
+{%- set new_attempts_filter -%}
+    {{ changed_partitions_filter(
+        ref('int_receive_attempts_sequenced'),
+        'message_partition',
+        'sequenced_at',
+        is_incremental()
+    ) }}
+    {%- if incremental -%}
+        {%- set processed_batches = get_column_values(this, 'batch_id') -%}
+        {%- if processed_batches | length > 0 %}
+            and batch_id not in ({{ string_literal_list(processed_batches) }})
+        {%- endif -%}
+    {%- endif -%}
+{%- endset -%}
+{%- if incremental and execute -%}
+    {%- set cutoff_query -%}
+        select {{ time_bucket('min(attempted_at)', partition_seconds) }}
+        from {{ ref('int_receive_attempts_sequenced') }}
+        {{ new_attempts_filter }}
+        and broker_kind = 'jms'
+        and not is_temporarily_unavailable
+    {%- endset -%}
+    {%- set cutoff_partition = run_query(cutoff_query).columns[0].values()[0] -%}
+{%- endif %}
+
+with new_attempts as (
     select
         attempt_key,
         consumer_id,
@@ -14,62 +55,144 @@ with counted as (
         attempted_at,
         source_file,
         record_number,
+        batch_id,
+        sequenced_at,
         outcome,
         is_failure,
         is_success,
         error_key as exception_class
     from {{ ref('int_receive_attempts_sequenced') }}
-    where
-        broker_kind = 'jms'
-        and not is_temporarily_unavailable
+    {{ new_attempts_filter }}
+    {%- if incremental %}
+        and broker_kind = 'jms' and not is_temporarily_unavailable
+    {%- else %}
+        where broker_kind = 'jms' and not is_temporarily_unavailable
+    {%- endif %}
+),
+{%- if incremental %}
+
+recent_attempts as (
+    select
+        attempt_key,
+        consumer_id,
+        server_name,
+        attempted_at,
+        source_file,
+        record_number,
+        batch_id,
+        sequenced_at,
+        outcome,
+        is_failure,
+        is_success,
+        exception_class
+    from {{ this }}
+    {%- if cutoff_partition %}
+        where attempt_partition >= '{{ cutoff_partition }}'
+    {%- else %}
+        where false
+    {%- endif %}
+),
+
+carried as (
+    select
+        consumer_id,
+        server_name,
+        max(counted_attempt_number) as carried_attempt_number,
+        max_by(outcome, counted_attempt_number) as carried_outcome,
+        max_by(exception_class, counted_attempt_number) as carried_exception_class,
+        max_by(any_type_run, counted_attempt_number) as carried_any_type_run,
+        max_by(same_type_run, counted_attempt_number) as carried_same_type_run
+    from {{ this }}
+    {%- if cutoff_partition %}
+        where attempt_partition < '{{ cutoff_partition }}'
+    {%- else %}
+        where false
+    {%- endif %}
+    group by consumer_id, server_name
+),
+{%- endif %}
+
+counted as (
+    select * from new_attempts
+    {%- if incremental %}
+        union all
+        select * from recent_attempts
+    {%- endif %}
 ),
 
 ordered as (
     select
         counted.*,
-        row_number() over (
-            partition by counted.consumer_id, counted.server_name
-            order by
-                counted.attempted_at,
-                counted.source_file,
-                counted.record_number,
-                counted.attempt_key
-        ) as counted_attempt_number,
-        lag(counted.outcome) over (
-            partition by counted.consumer_id, counted.server_name
-            order by
-                counted.attempted_at,
-                counted.source_file,
-                counted.record_number,
-                counted.attempt_key
-        ) as previous_outcome,
-        lag(counted.exception_class) over (
-            partition by counted.consumer_id, counted.server_name
-            order by
-                counted.attempted_at,
-                counted.source_file,
-                counted.record_number,
-                counted.attempt_key
-        ) as previous_exception_class
+        row_number() over consumer_attempts as attempt_number_since_cutoff,
+        lag(counted.outcome) over consumer_attempts as previous_outcome_since_cutoff,
+        lag(counted.exception_class) over consumer_attempts
+            as previous_exception_class_since_cutoff
     from counted
+    window consumer_attempts as (
+        partition by counted.consumer_id, counted.server_name
+        order by
+            counted.attempted_at,
+            counted.source_file,
+            counted.record_number,
+            counted.attempt_key
+    )
+),
+
+continued as (
+    {#- The first attempt after the cutoff looks back at the state carried over it. #}
+    select
+        ordered.* except (
+            attempt_number_since_cutoff,
+            previous_outcome_since_cutoff,
+            previous_exception_class_since_cutoff
+        ),
+        ordered.attempt_number_since_cutoff,
+        {%- if incremental %}
+            coalesce(carried.carried_attempt_number, 0)
+            + ordered.attempt_number_since_cutoff as counted_attempt_number,
+            case
+                when ordered.attempt_number_since_cutoff = 1 then carried.carried_outcome
+                else ordered.previous_outcome_since_cutoff
+            end as previous_outcome,
+            case
+                when ordered.attempt_number_since_cutoff = 1
+                    then carried.carried_exception_class
+                else ordered.previous_exception_class_since_cutoff
+            end as previous_exception_class,
+            coalesce(carried.carried_any_type_run, 0) as carried_any_type_run,
+            coalesce(carried.carried_same_type_run, 0) as carried_same_type_run
+        {%- else %}
+            ordered.attempt_number_since_cutoff as counted_attempt_number,
+            ordered.previous_outcome_since_cutoff as previous_outcome,
+            ordered.previous_exception_class_since_cutoff as previous_exception_class,
+            0 as carried_any_type_run,
+            0 as carried_same_type_run
+        {%- endif %}
+    from ordered
+    {%- if incremental %}
+        left join carried
+            on
+                ordered.consumer_id = carried.consumer_id
+                and ordered.server_name = carried.server_name
+    {%- endif %}
 ),
 
 flagged as (
     select
-        ordered.*,
+        continued.*,
         case
-            when ordered.is_success then 1
-            when ordered.previous_outcome is null then 1
-            when ordered.previous_outcome = 'acknowledged' then 1
-            when not (ordered.exception_class <=> ordered.previous_exception_class) then 1
+            when continued.is_success then 1
+            when continued.previous_outcome is null then 1
+            when continued.previous_outcome = 'acknowledged' then 1
+            when not (continued.exception_class <=> continued.previous_exception_class) then 1
             else 0
         end as starts_same_type_island,
-        sum(case when ordered.is_success then 1 else 0 end) over (
-            partition by ordered.consumer_id, ordered.server_name
-            order by ordered.counted_attempt_number
+        sum(case when continued.is_success then 1 else 0 end) over (
+            partition by continued.consumer_id, continued.server_name
+            order by continued.attempt_number_since_cutoff
             rows between unbounded preceding and current row
         ) as any_type_island
-    from ordered
+    from continued
 ),
 
 islands as (
@@ -77,22 +200,60 @@ islands as (
         flagged.*,
         sum(flagged.starts_same_type_island) over (
             partition by flagged.consumer_id, flagged.server_name
-            order by flagged.counted_attempt_number
+            order by flagged.attempt_number_since_cutoff
             rows between unbounded preceding and current row
         ) as same_type_island
     from flagged
+),
+
+runs as (
+    select
+        islands.*,
+        sum(case when islands.is_failure then 1 else 0 end) over (
+            partition by islands.consumer_id, islands.server_name, islands.any_type_island
+            order by islands.attempt_number_since_cutoff
+            rows between unbounded preceding and current row
+        ) as any_type_run_in_island,
+        sum(case when islands.is_failure then 1 else 0 end) over (
+            partition by islands.consumer_id, islands.server_name, islands.same_type_island
+            order by islands.attempt_number_since_cutoff
+            rows between unbounded preceding and current row
+        ) as same_type_run_in_island
+    from islands
+),
+
+{#
+    Island 0 is the stretch before the first reset after the cutoff: it continues the run
+    carried over the cutoff (0 on a full refresh).
+#}
+final as (
+    select
+        runs.attempt_key,
+        runs.consumer_id,
+        runs.server_name,
+        runs.attempted_at,
+        runs.source_file,
+        runs.record_number,
+        runs.batch_id,
+        runs.sequenced_at,
+        runs.outcome,
+        runs.is_failure,
+        runs.is_success,
+        runs.exception_class,
+        runs.counted_attempt_number,
+        runs.previous_outcome,
+        runs.previous_exception_class,
+        runs.starts_same_type_island,
+        runs.any_type_island,
+        runs.same_type_island,
+        runs.any_type_run_in_island
+        + case when runs.any_type_island = 0 then runs.carried_any_type_run else 0 end
+            as any_type_run,
+        runs.same_type_run_in_island
+        + case when runs.same_type_island = 0 then runs.carried_same_type_run else 0 end
+            as same_type_run,
+        {{ time_bucket('runs.attempted_at', partition_seconds) }} as attempt_partition
+    from runs
 )
 
-select
-    islands.*,
-    sum(case when islands.is_failure then 1 else 0 end) over (
-        partition by islands.consumer_id, islands.server_name, islands.any_type_island
-        order by islands.counted_attempt_number
-        rows between unbounded preceding and current row
-    ) as any_type_run,
-    sum(case when islands.is_failure then 1 else 0 end) over (
-        partition by islands.consumer_id, islands.server_name, islands.same_type_island
-        order by islands.counted_attempt_number
-        rows between unbounded preceding and current row
-    ) as same_type_run
-from islands
+select * from final

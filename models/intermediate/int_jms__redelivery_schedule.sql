@@ -1,10 +1,24 @@
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='insert_overwrite',
+        partition_by=['message_partition'],
+    )
+}}
+
 -- Per failed JMS delivery, when the broker should redeliver it: Artemis' delayed
 -- redelivery, delay x multiplier^(n - 1) capped at the max delay (policy seed), n being
 -- the message's failures so far; and when it was in fact delivered again.
 
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
-    where broker_kind = 'jms'
+    {#- Incremental: only the message partitions rewritten upstream since the last run. #}
+    {{ changed_partitions_filter(
+        ref('int_receive_attempts_sequenced'),
+        'message_partition',
+        'sequenced_at',
+        is_incremental()
+    ) }}
 ),
 
 policies as (
@@ -24,6 +38,8 @@ with_next as (
         attempts.outcome,
         attempts.is_failure,
         attempts.failures_so_far,
+        attempts.sequenced_at,
+        attempts.message_partition,
         policies.redelivery_delay_ms,
         policies.redelivery_multiplier,
         policies.max_redelivery_delay_ms,
@@ -34,6 +50,7 @@ with_next as (
     from attempts
     left join policies
         on attempts.queue_name = policies.queue_name
+    where attempts.broker_kind = 'jms'
 ),
 
 scheduled as (

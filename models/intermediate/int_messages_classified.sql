@@ -1,8 +1,28 @@
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='insert_overwrite',
+        partition_by=['message_partition'],
+    )
+}}
+
 -- One row per message with at least one failure: its failure counts and the verdict of
 -- rules.md ("Classification", first rule that applies wins).
 
+{#-
+    Incremental like its upstream: a run re-classifies only the partitions of
+    int_receive_attempts_sequenced rewritten since the last run (they hold every message a
+    new attempt touched, with all its attempts). Policy seeds apply from the next run on; to
+    re-classify history after editing them, run `dbt build --full-refresh`.
+#}
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
+    {{ changed_partitions_filter(
+        ref('int_receive_attempts_sequenced'),
+        'message_partition',
+        'sequenced_at',
+        is_incremental()
+    ) }}
 ),
 
 policies as (
@@ -55,7 +75,9 @@ messages as (
         max_by(error_key, case when is_failure then attempt_number end) as last_error_key,
         max_by(error_message, case when is_failure then attempt_number end) as last_error_message,
         max(case when is_success then attempted_at end) as last_succeeded_at,
-        count_if(is_conversation_end) > 0 as has_conversation_end_attempt
+        count_if(is_conversation_end) > 0 as has_conversation_end_attempt,
+        max(sequenced_at) as sequenced_at,
+        max(message_partition) as message_partition
     from attempts
     group by message_key
     having count_if(is_failure) > 0
@@ -108,35 +130,6 @@ verdicts as (
     select
         with_policy.*,
         case
-            when with_policy.is_last_attempt_success then 'recovered'
-            when
-                with_policy.validation_failure_count > 0
-                and coalesce(with_policy.validation_is_poison, false)
-                then 'poison'
-            when
-                with_policy.permanent_error_threshold is not null
-                and with_policy.permanent_failure_count >= with_policy.permanent_error_threshold
-                then 'poison'
-            when with_policy.is_disposable_type then 'poison'
-            when
-                with_policy.broker_kind = 'service_broker'
-                and with_policy.failure_count > with_policy.policy_failure_threshold
-                then 'poison'
-            when
-                with_policy.broker_kind = 'jms'
-                and with_policy.delivery_count >= with_policy.max_delivery_attempts
-                then 'poison'
-            when
-                with_policy.broker_kind = 'service_broker'
-                and with_policy.failure_count = with_policy.policy_failure_threshold
-                then 'suspect'
-            when
-                with_policy.broker_kind = 'jms'
-                and with_policy.delivery_count = with_policy.max_delivery_attempts - 1
-                then 'suspect'
-            else 'retrying'
-        end as classification,
-        case
             when with_policy.is_last_attempt_success then 'succeeded_after_failures'
             when
                 with_policy.validation_failure_count > 0
@@ -168,8 +161,15 @@ verdicts as (
     from with_policy
 )
 
+{# The ladder is written once, as the reason; the classification follows from it. #}
 select
     verdicts.*,
+    case verdicts.reason
+        when 'succeeded_after_failures' then 'recovered'
+        when 'at_threshold' then 'suspect'
+        when 'below_threshold' then 'retrying'
+        else 'poison'
+    end as classification,
     case
         when verdicts.broker_kind = 'jms' then verdicts.max_delivery_attempts
         when verdicts.reason = 'permanent_error' then verdicts.permanent_error_threshold

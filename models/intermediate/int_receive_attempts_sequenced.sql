@@ -1,5 +1,71 @@
+{{
+    config(
+        materialized='incremental',
+        incremental_strategy='insert_overwrite',
+        partition_by=['message_partition'],
+    )
+}}
+
 -- Every receive attempt of both broker kinds in one vocabulary, with its failure class and
 -- its place in the sequence of attempts of its message (rules.md, "Message identity").
+
+{#-
+    Incremental (Parquet, partition overwrite, no MERGE). All attempts of a message live in
+    one partition, `message_partition`: the hour (var message_partition_seconds) of the message's first attempt when it was
+    first seen, kept ever after ("sticky"), so a late attempt never splits a message.
+    A run reads only the landing batches not yet processed, then rewrites the partitions of
+    the messages they touch: the old attempts of those partitions plus the new ones, all
+    sequenced again. A late-arriving attempt (older than the latest) therefore lands among
+    its message's attempts and every window below sees it. The partition layout may differ
+    from a full refresh's; the attempts, their sequence and every mart do not.
+-#}
+{%- set attempt_columns = [
+    'attempt_key',
+    'message_key',
+    'queue_key',
+    'broker_kind',
+    'server_name',
+    'database_name',
+    'broker_name',
+    'address',
+    'queue_name',
+    'conversation_group_id',
+    'conversation_handle',
+    'message_sequence_number',
+    'message_id',
+    'orig_address',
+    'orig_queue',
+    'group_id',
+    'message_type_name',
+    'consumer_id',
+    'activation_id',
+    'reader',
+    'attempted_at',
+    'attempt_id',
+    'source_file',
+    'record_number',
+    'batch_id',
+    'outcome',
+    'is_failure',
+    'is_success',
+    'is_whole_transaction_rollback',
+    'is_conversation_end',
+    'is_temporarily_unavailable',
+    'error_key',
+    'error_message',
+    'delivery_count',
+    'is_redelivered',
+] -%}
+{%- set partition_seconds = var('message_partition_seconds', 3600) -%}
+{%- set new_batches_only = is_incremental() -%}
+{%- if new_batches_only -%}
+    {%- set processed_batches = get_column_values(this, 'batch_id') -%}
+{%- endif -%}
+{%- set batch_filter -%}
+    {%- if new_batches_only and processed_batches | length > 0 -%}
+        where batch_id not in ({{ string_literal_list(processed_batches) }})
+    {%- endif -%}
+{%- endset %}
 
 with service_broker_attempts as (
     select
@@ -27,6 +93,7 @@ with service_broker_attempts as (
         attempt_id,
         source_file,
         record_number,
+        batch_id,
         outcome,
         is_failure,
         is_success,
@@ -38,6 +105,7 @@ with service_broker_attempts as (
         cast(null as int) as delivery_count,
         cast(null as boolean) as is_redelivered
     from {{ ref('stg_service_broker__receive_attempts') }}
+    {{ batch_filter }}
 ),
 
 jms_attempts as (
@@ -66,6 +134,7 @@ jms_attempts as (
         cast(null as string) as attempt_id,
         source_file,
         record_number,
+        batch_id,
         outcome,
         is_failure,
         is_success,
@@ -77,6 +146,7 @@ jms_attempts as (
         delivery_count,
         is_redelivered
     from {{ ref('stg_jms__receive_attempts') }}
+    {{ batch_filter }}
 ),
 
 attempts as (
@@ -96,6 +166,7 @@ error_classes as (
 classified as (
     select
         attempts.*,
+        cast(null as string) as previous_message_partition,
         case
             when not attempts.is_failure then null
             when attempts.is_temporarily_unavailable then 'transient'
@@ -107,50 +178,135 @@ classified as (
             attempts.broker_kind = error_classes.broker_kind
             and attempts.error_key = error_classes.error_key
 ),
+{%- if new_batches_only %}
 
+{#-
+    The partitions to rewrite, read before the model runs so that the scan of this table
+    is pruned to them: where the touched messages already live, and, for messages never
+    seen, the hour of their first new attempt.
+-#}
+{%- set partitions_query -%}
+    with new_messages as (
+        select
+            message_key,
+            min(attempted_at) as first_new_attempted_at
+        from (
+            select message_key, attempted_at, batch_id
+            from {{ ref('stg_service_broker__receive_attempts') }}
+            union all
+            select message_key, attempted_at, batch_id
+            from {{ ref('stg_jms__receive_attempts') }}
+        ) as landed
+        {{ batch_filter }}
+        group by message_key
+    ),
+
+    known_messages as (
+        select distinct
+            message_key,
+            message_partition
+        from {{ this }}
+        where message_key in (select new_messages.message_key from new_messages)
+    )
+
+    select distinct
+        coalesce(
+            known_messages.message_partition,
+            {{ time_bucket('new_messages.first_new_attempted_at', partition_seconds) }}
+        ) as message_partition
+    from new_messages
+    left join known_messages
+        on new_messages.message_key = known_messages.message_key
+{%- endset -%}
+{%- set partitions = run_query(partitions_query).columns[0].values() | list if execute else [] %}
+
+previous_attempts as (
+    select
+        {{ attempt_columns | join(',\n        ') }},
+        message_partition as previous_message_partition,
+        failure_class
+    from {{ this }}
+    {%- if partitions | length > 0 %}
+        where message_partition in ({{ string_literal_list(partitions) }})
+    {%- else %}
+        where false
+    {%- endif %}
+),
+{%- endif %}
+
+all_attempts as (
+    select * from classified
+    {%- if new_batches_only %}
+        union all
+        select * from previous_attempts
+    {%- endif %}
+),
+
+{#
+    One window specification (message, then the attempt order) for every window, so Spark
+    sorts the attempts once; consecutive failures are the failures since the last success.
+-#}
 sequenced as (
     select
-        classified.*,
-        row_number() over (
-            partition by classified.message_key
+        all_attempts.*,
+        row_number() over message_attempts as attempt_number,
+        sum(case when all_attempts.is_success then 1 else 0 end) over message_attempts_so_far
+            as success_island,
+        sum(case when all_attempts.is_failure then 1 else 0 end) over message_attempts_so_far
+            as failures_so_far,
+        size(
+            collect_set(case when all_attempts.is_failure then all_attempts.error_key end)
+                over message_attempts_so_far
+        ) as distinct_errors_so_far,
+        count(*) over message_all as attempt_count,
+        coalesce(
+            max(all_attempts.previous_message_partition) over message_all,
+            {{ time_bucket('min(all_attempts.attempted_at) over message_all', partition_seconds) }}
+        ) as message_partition
+    from all_attempts
+    window
+        message_all as (partition by all_attempts.message_key),
+        message_attempts as (
+            partition by all_attempts.message_key
             order by
-                classified.attempted_at,
-                classified.attempt_id,
-                classified.source_file,
-                classified.record_number,
-                classified.attempt_key
-        ) as attempt_number,
-        -- successes so far: each success starts a new island of consecutive failures
-        sum(case when classified.is_success then 1 else 0 end) over (
-            partition by classified.message_key
+                all_attempts.attempted_at,
+                all_attempts.attempt_id,
+                all_attempts.source_file,
+                all_attempts.record_number,
+                all_attempts.attempt_key
+        ),
+        message_attempts_so_far as (
+            partition by all_attempts.message_key
             order by
-                classified.attempted_at,
-                classified.attempt_id,
-                classified.source_file,
-                classified.record_number,
-                classified.attempt_key
+                all_attempts.attempted_at,
+                all_attempts.attempt_id,
+                all_attempts.source_file,
+                all_attempts.record_number,
+                all_attempts.attempt_key
             rows between unbounded preceding and current row
-        ) as success_island
-    from classified
+        )
+),
+
+final as (
+    select
+        sequenced.* except (previous_message_partition, attempt_count, message_partition),
+        sequenced.failures_so_far - coalesce(
+            max(case when sequenced.is_success then sequenced.failures_so_far end) over (
+                partition by sequenced.message_key
+                order by
+                    sequenced.attempted_at,
+                    sequenced.attempt_id,
+                    sequenced.source_file,
+                    sequenced.record_number,
+                    sequenced.attempt_key
+                rows between unbounded preceding and current row
+            ),
+            0
+        ) as consecutive_failures,
+        sequenced.attempt_number = sequenced.attempt_count as is_latest_attempt,
+        timestamp '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S") }}' as sequenced_at,
+        sequenced.message_partition
+    from sequenced
 )
 
-select
-    sequenced.*,
-    sum(case when sequenced.is_failure then 1 else 0 end) over (
-        partition by sequenced.message_key
-        order by sequenced.attempt_number
-        rows between unbounded preceding and current row
-    ) as failures_so_far,
-    sum(case when sequenced.is_failure then 1 else 0 end) over (
-        partition by sequenced.message_key, sequenced.success_island
-        order by sequenced.attempt_number
-        rows between unbounded preceding and current row
-    ) as consecutive_failures,
-    size(collect_set(case when sequenced.is_failure then sequenced.error_key end) over (
-        partition by sequenced.message_key
-        order by sequenced.attempt_number
-        rows between unbounded preceding and current row
-    )) as distinct_errors_so_far,
-    sequenced.attempt_number
-    = count(*) over (partition by sequenced.message_key) as is_latest_attempt
-from sequenced
+select * from final

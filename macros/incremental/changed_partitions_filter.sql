@@ -1,0 +1,39 @@
+{#-
+    For a model partitioned like its upstream (insert_overwrite on `partition_column`): a
+    `where` clause keeping only the upstream partitions written since this model last ran,
+    i.e. whose `watermark_column` (the run that wrote them) is newer than the newest one
+    here. Nothing on a full refresh or first run (all partitions); `where false` when no
+    partition changed, so an incremental run with no new data rewrites nothing.
+    `incremental` is the model's own is_incremental() (a unit test's override reaches the
+    model, not the macros it calls).
+-#}
+{% macro changed_partitions_filter(upstream, partition_column, watermark_column, incremental) -%}
+    {%- if upstream is none or partition_column is not string
+        or watermark_column is not string -%}
+        {{ exceptions.raise_compiler_error(
+            "changed_partitions_filter expects a relation and two column names, got: "
+            ~ upstream ~ ", " ~ partition_column ~ ", " ~ watermark_column) }}
+    {%- endif -%}
+    {{ return(adapter.dispatch('changed_partitions_filter', 'poisonwatch')(
+        upstream, partition_column, watermark_column, incremental)) }}
+{%- endmacro %}
+
+{% macro default__changed_partitions_filter(
+    upstream, partition_column, watermark_column, incremental
+) -%}
+    {%- if incremental -%}
+        {%- set newest_here -%}
+            (select max({{ watermark_column }}) from {{ this }})
+        {%- endset -%}
+        {%- set partitions = get_column_values(
+            upstream,
+            partition_column,
+            where=watermark_column ~ ' > coalesce(' ~ newest_here ~ ", timestamp '0001-01-01')"
+        ) -%}
+        {%- if partitions | length > 0 -%}
+            where {{ partition_column }} in ({{ string_literal_list(partitions) }})
+        {%- else -%}
+            where false
+        {%- endif -%}
+    {%- endif -%}
+{%- endmacro %}
