@@ -1,7 +1,8 @@
 """End to end on the embedded default: generate → ingest → dbt run → marts agree with labels.
 
 Each seed runs in its own store, through the real command line, in subprocesses (one JVM at a
-time, as Derby requires). 100 % agreement is demanded at two seeds.
+time, as Derby requires). 100 % agreement is demanded here at seed 7, and at seed 31 after an
+incremental run (test_incremental.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[st
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [7, 2026])
+# A second seed (31) is checked against its labels by test_incremental.py, after an
+# incremental run.
+@pytest.mark.parametrize("seed", [7])
 def test_marts_agree_with_labels(tmp_path: Path, seed: int) -> None:
     env = dict(os.environ)
     env["POISONWATCH_HOME"] = str(tmp_path / "store")
