@@ -88,8 +88,9 @@ console = Console()
 
 
 def chunk_records_for(attempts: int) -> int:
-    """Records per landing file at size N: about 400 files per N, never fewer than 50 records."""
-    return max(50, attempts // 400)
+    """Records per landing file at size N: about 40 attempt files per N (ingest reads each
+    file as its own scan, so thousands of tiny files would time file handling, not data)."""
+    return max(50, attempts // 40)
 
 
 def count_records(path: Path) -> int:
@@ -133,54 +134,83 @@ class Split:
     late_file: str | None = None
 
 
-def _pick_attempt_files(files: list[Path], counts: dict[Path, int], late: bool) -> list[Path]:
-    """The newest files while their records stay within the share (at least one), and, when
-    `late`, one file from the middle too (counted in the share)."""
+def _open_lines(path: Path, mode: str) -> Any:
+    return gzip.open(path, mode) if path.name.endswith(".gz") else path.open(mode)
+
+
+def move_tail_lines(src: Path, dst: Path, lines: int, total: int) -> None:
+    """Move the last `lines` of the `total` lines of a jsonl(.gz) file into `dst` (same format)."""
+    keep = total - lines
+    tmp = src.with_name(src.name + ".tmp")
+    with (
+        _open_lines(src, "rb") as fh,
+        _open_lines(tmp, "wb") as head,
+        _open_lines(dst, "wb") as tail,
+    ):
+        for number, line in enumerate(fh):
+            (head if number < keep else tail).write(line if line.endswith(b"\n") else line + b"\n")
+    tmp.replace(src)
+
+
+def _move_attempts(
+    files: list[Path], counts: dict[Path, int], target: Path, late: bool
+) -> tuple[int, list[str], str | None]:
+    """Move about 1 % of N of a dataset's attempts into `target`: the newest lines (whole files
+    while they fit, then the tail of the next), and when `late` a fifth of the share from the
+    tail of a file in the middle of history. Returns (records moved, names, late file)."""
     total = sum(counts[f] for f in files)
-    budget = total * DELTA_SHARE / (1 + DELTA_SHARE)  # about 1 % of N, not of N × 1.01
-    picked: list[Path] = []
-    used = 0
-    if late and len(files) >= 3:
-        middle = files[len(files) // 2]
-        picked.append(middle)
-        used += counts[middle]
-    newest: list[Path] = []
+    share = round(total * DELTA_SHARE / (1 + DELTA_SHARE))  # about 1 % of N, not of N × 1.01
+    late_lines = share // 5 if late and len(files) >= 3 else 0
+    remaining = max(1, share - late_lines)
+    moved, names = 0, []
+    target.mkdir(parents=True, exist_ok=True)
+    middle = files[len(files) // 2] if late_lines else None
     for f in reversed(files):
-        if f in picked:
+        if remaining <= 0 or f == middle:
             break
-        if newest and used + counts[f] > budget:
-            break
-        newest.append(f)
-        used += counts[f]
-    return newest + picked
+        if counts[f] <= remaining:
+            f.rename(target / f.name)
+            take = counts[f]
+        else:
+            move_tail_lines(f, target / f.name, remaining, counts[f])
+            take = remaining
+        moved, remaining = moved + take, remaining - take
+        names.append(f.name)
+    late_name = None
+    if middle is not None:
+        name = "late-" + middle.name
+        move_tail_lines(middle, target / name, late_lines, counts[middle])
+        moved += late_lines
+        names.append(name)
+        late_name = f"{target.name}/{middle.name}"
+    return moved, sorted(names), late_name
 
 
 def split_delta(landing: Path, delta: Path) -> Split:
-    """Move about 1 % of the attempts (and the newest file of the other datasets that have at
-    least four) from `landing` into `delta`, keeping folder and file names."""
+    """Move about 1 % of the attempts (the newest ones, plus late-arriving ones from the middle
+    of history) and the newest file of the other datasets that have at least four files from
+    `landing` into `delta`, keeping the folder layout."""
     split = Split()
     for dataset_dir in sorted(p for p in landing.iterdir() if p.is_dir()):
         dataset = dataset_dir.name
         files = part_files(dataset_dir)
+        target = delta / dataset
         if dataset in ATTEMPT_DATASETS:
             counts = {f: count_records(f) for f in files}
             split.attempts_total += sum(counts.values())
-            chosen = _pick_attempt_files(files, counts, late=dataset == LATE_DATASET)
-            if dataset == LATE_DATASET and len(files) >= 3:
-                split.late_file = f"{dataset}/{files[len(files) // 2].name}"
-        else:
-            chosen = files[-1:] if len(files) >= MIN_FILES_FOR_DELTA else []
-            counts = {f: count_records(f) for f in chosen}
+            moved, names, late = _move_attempts(files, counts, target, late=dataset == LATE_DATASET)
+            split.late_file = late or split.late_file
+            split.moved[dataset], split.moved_records[dataset] = names, moved
+            split.incremental_attempts += moved
+            continue
+        chosen = files[-1:] if len(files) >= MIN_FILES_FOR_DELTA else []
         if not chosen:
             continue
-        target = delta / dataset
         target.mkdir(parents=True, exist_ok=True)
+        split.moved_records[dataset] = sum(count_records(f) for f in chosen)
         for f in chosen:
             f.rename(target / f.name)
         split.moved[dataset] = sorted(f.name for f in chosen)
-        split.moved_records[dataset] = sum(counts[f] for f in chosen)
-        if dataset in ATTEMPT_DATASETS:
-            split.incremental_attempts += split.moved_records[dataset]
     split.attempts_loaded = split.attempts_total - split.incremental_attempts
     return split
 
