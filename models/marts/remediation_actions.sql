@@ -504,7 +504,7 @@ jms_retry as (
             "coalesce(dlq.queue_name, 'DLQ')",
             'dlq.queue_name',
             'moveMessages(java.lang.String,java.lang.String)',
-            [poisonwatch.jms_message_filter('dlq.message_id'), 'dlq.orig_queue']
+            [poisonwatch.jms_message_filter('dlq.message_id', 'dlq.orig_queue'), 'dlq.orig_queue']
         ) }}
             as statement,
         'artemis_jolokia' as statement_language,
@@ -704,9 +704,18 @@ candidates as (
 
 keyed as (
     select
+        {#- A DLQ holds one copy per queue a multicast message was routed to, all with one
+            JMSMessageID: a retry is one action per copy, told apart by its original queue. #}
+        {%- set message_id_for_key -%}
+            case
+                when action_type = 'retry_from_dlq' and orig_queue is not null
+                    then concat(message_id, '|', orig_queue)
+                else message_id
+            end
+        {%- endset %}
         {{ surrogate_key([
             'action_type', 'broker_kind', 'server_name', 'database_name', 'broker_name',
-            'queue_name', 'conversation_handle', 'message_sequence_number', 'message_id',
+            'queue_name', 'conversation_handle', 'message_sequence_number', message_id_for_key,
             'consumer_id', 'activation_id', 'purge_scope', 'purge_before',
             "concat_ws('|', transform(policy_keys, k -> coalesce(k, '_null_')))"
         ]) }} as action_id,

@@ -31,6 +31,7 @@ HOSTILE = {
     "broker_name": 'b"1' + DROP,
     "address": "orders" + DROP,
     "consumer_id": "agent.o" + DROP,
+    "orig_queue": "orders.o'q" + DROP,
 }
 
 INLINE = """
@@ -42,6 +43,7 @@ select
     {{ receive_message_statement('database_name', 'queue_name', 'handle', 'seq') }} as discard,
     {{ receive_message_statement('database_name', 'queue_name', 'handle', 'seq', target_table='dbo.Parked', delay_minutes='delay') }} as park,
     {{ artemis_command('broker_name', 'address', 'queue_name', 'sendMessagesToDeadLetterAddress(java.lang.String)', [jms_message_filter('message_id')]) }} as dead_letter,
+    {{ artemis_command('broker_name', "'DLQ'", "'DLQ'", 'moveMessages(java.lang.String,java.lang.String)', [jms_message_filter('message_id', 'orig_queue'), 'orig_queue']) }} as retry_from_dlq,
     {{ agent_command('disable_consumer', {'consumer_id': 'consumer_id', 'scheduled_group': 'database_name'}) }} as disable_consumer
 from pw_hostile
 """  # noqa: E501
@@ -202,6 +204,17 @@ def test_jms_commands_are_json_with_quoted_filters(rendered: list[dict[str, Any]
     message_id = HOSTILE["message_id"]
     assert command["arguments"] == ["AMQUserID = '" + message_id.replace("'", "''") + "'"]
     assert 'broker="b\\"1' + DROP + '"' in command["mbean"]
+    # A DLQ copy is picked by its id and the queue it came from (multicast copies share ids).
+    retry = json.loads(valid["retry_from_dlq"])
+    orig_queue = HOSTILE["orig_queue"]
+    assert retry["arguments"] == [
+        "AMQUserID = '"
+        + message_id.replace("'", "''")
+        + "' AND _AMQ_ORIG_QUEUE = '"
+        + orig_queue.replace("'", "''")
+        + "'",
+        orig_queue,
+    ]
     agent = json.loads(valid["disable_consumer"])
     assert agent == {
         "type": "agent-platform",
