@@ -702,17 +702,20 @@ candidates as (
     select * from jms_purge
 ),
 
+{#
+    A DLQ holds one copy per queue a multicast message was routed to, all with one
+    JMSMessageID: a retry is one action per copy, told apart by its original queue.
+#}
+{%- set message_id_for_key -%}
+    case
+        when action_type = 'retry_from_dlq' and orig_queue is not null
+            then concat(message_id, '|', orig_queue)
+        else message_id
+    end
+{%- endset %}
+
 keyed as (
     select
-        {#- A DLQ holds one copy per queue a multicast message was routed to, all with one
-            JMSMessageID: a retry is one action per copy, told apart by its original queue. #}
-        {%- set message_id_for_key -%}
-            case
-                when action_type = 'retry_from_dlq' and orig_queue is not null
-                    then concat(message_id, '|', orig_queue)
-                else message_id
-            end
-        {%- endset %}
         {{ surrogate_key([
             'action_type', 'broker_kind', 'server_name', 'database_name', 'broker_name',
             'queue_name', 'conversation_handle', 'message_sequence_number', message_id_for_key,
