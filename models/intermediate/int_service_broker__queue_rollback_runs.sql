@@ -21,76 +21,43 @@
 -#}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
 {%- set incremental = is_incremental() -%}
-{%- set new_attempts_filter -%}
-    {{ changed_partitions_filter(
-        ref('int_receive_attempts_sequenced'),
-        'message_partition',
-        'sequenced_at',
-        is_incremental()
-    ) }}
-    {%- if incremental -%}
-        {%- set processed_batches = get_column_values(this, 'batch_id') -%}
-        {%- if processed_batches | length > 0 %}
-            and batch_id not in ({{ string_literal_list(processed_batches) }})
-        {%- endif -%}
-    {%- endif -%}
-{%- endset -%}
-{%- if incremental and execute -%}
-    {%- set cutoff_query -%}
-        select {{ time_bucket('min(attempted_at)', partition_seconds) }}
-        from {{ ref('int_receive_attempts_sequenced') }}
-        {{ new_attempts_filter }}
-        and broker_kind = 'service_broker'
-    {%- endset -%}
-    {%- set cutoff_partition = run_query(cutoff_query).columns[0].values()[0] -%}
+{%- set run_columns = [
+    'attempt_key',
+    'queue_key',
+    'server_name',
+    'database_name',
+    'queue_name',
+    'attempted_at',
+    'attempt_id',
+    'source_file',
+    'record_number',
+    'batch_id',
+    'sequenced_at',
+    'outcome',
+    'is_whole_transaction_rollback',
+] -%}
+{%- set new_attempts_filter = unprocessed_attempts_filter(
+    incremental, "broker_kind = 'service_broker'"
+) -%}
+{%- if incremental -%}
+    {%- set cutoff_partition = earliest_time_bucket(
+        ref('int_receive_attempts_sequenced'), new_attempts_filter, partition_seconds
+    ) -%}
 {%- endif %}
 
 with new_attempts as (
     select
-        attempt_key,
-        queue_key,
-        server_name,
-        database_name,
-        queue_name,
-        attempted_at,
-        attempt_id,
-        source_file,
-        record_number,
-        batch_id,
-        sequenced_at,
-        outcome,
-        is_whole_transaction_rollback
+        {{ run_columns | join(',\n        ') }}
     from {{ ref('int_receive_attempts_sequenced') }}
     {{ new_attempts_filter }}
-    {%- if incremental %}
-        and broker_kind = 'service_broker'
-    {%- else %}
-        where broker_kind = 'service_broker'
-    {%- endif %}
 ),
 {%- if incremental %}
 
 recent_attempts as (
     select
-        attempt_key,
-        queue_key,
-        server_name,
-        database_name,
-        queue_name,
-        attempted_at,
-        attempt_id,
-        source_file,
-        record_number,
-        batch_id,
-        sequenced_at,
-        outcome,
-        is_whole_transaction_rollback
+        {{ run_columns | join(',\n        ') }}
     from {{ this }}
-    {%- if cutoff_partition %}
-        where attempt_partition >= '{{ cutoff_partition }}'
-    {%- else %}
-        where false
-    {%- endif %}
+    {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
 ),
 
 carried as (
@@ -99,11 +66,7 @@ carried as (
         max(queue_attempt_number) as carried_attempt_number,
         max_by(rollback_run, queue_attempt_number) as carried_rollback_run
     from {{ this }}
-    {%- if cutoff_partition %}
-        where attempt_partition < '{{ cutoff_partition }}'
-    {%- else %}
-        where false
-    {%- endif %}
+    {{ partition_bound_filter('attempt_partition', '<', cutoff_partition) }}
     group by queue_key
 ),
 {%- endif %}

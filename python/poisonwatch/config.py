@@ -23,6 +23,16 @@ import yaml
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+# The analyst-facing marts (database `poisonwatch`), as DESIGN.md names them.
+MARTS = (
+    "poison_messages",
+    "poison_conversations",
+    "dlq_messages",
+    "queue_health",
+    "consumer_circuit_breakers",
+    "failure_groups",
+    "remediation_actions",
+)
 MIN_JAVA = 17
 
 

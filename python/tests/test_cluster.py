@@ -28,20 +28,13 @@ from pathlib import Path
 
 import pytest
 
+from poisonwatch.config import MARTS
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 PACKAGE = ROOT / "python" / "poisonwatch"
 SEED = int(os.environ.get("POISONWATCH_CLUSTER_TEST_SEED", "7"))
 ATTEMPTS = int(os.environ.get("POISONWATCH_CLUSTER_TEST_ATTEMPTS", "6000"))
-MARTS = (
-    "poison_messages",
-    "poison_conversations",
-    "dlq_messages",
-    "queue_health",
-    "consumer_circuit_breakers",
-    "failure_groups",
-    "remediation_actions",
-)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
