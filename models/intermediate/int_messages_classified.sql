@@ -60,7 +60,9 @@ messages as (
         count_if(is_failure) as failure_count,
         max_by(consecutive_failures, attempt_number) as consecutive_failure_count,
         count_if(is_whole_transaction_rollback) as whole_transaction_rollback_count,
-        count(distinct case when is_failure then error_key end) as distinct_error_count,
+        {#- A set per message, not count(distinct): a distinct aggregate among the others
+            makes Spark expand every row once per distinct group. #}
+        size(collect_set(case when is_failure then error_key end)) as distinct_error_count,
         count_if(failure_class = 'permanent') as permanent_failure_count,
         count_if(failure_class = 'validation') as validation_failure_count,
         count_if(is_temporarily_unavailable) as temporarily_unavailable_count,

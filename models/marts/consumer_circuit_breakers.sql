@@ -10,7 +10,7 @@ with runs as (
 consumers as (
     select
         consumer_id,
-        count(distinct server_name) as server_count,
+        size(collect_set(server_name)) as server_count,
         min(attempted_at) as first_attempted_at,
         max(attempted_at) as last_attempted_at
     from {{ ref('int_receive_attempts_sequenced') }}
