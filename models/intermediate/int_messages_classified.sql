@@ -3,6 +3,7 @@
         materialized='incremental',
         incremental_strategy='insert_overwrite',
         partition_by=['message_partition'],
+        meta={'tests_check_latest': 'sequenced_at'},
     )
 }}
 

@@ -3,6 +3,7 @@
         materialized='incremental',
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
+        meta={'tests_check_latest': 'sequenced_at'},
     )
 }}
 

@@ -1,0 +1,45 @@
+{#-
+    The rows a generic test checks on the relation it tests, from the tested model's or
+    source table's `meta.tests_check_latest`: a column whose greatest value marks what the
+    latest run wrote (`sequenced_at` of an incremental model: the partitions its latest run
+    rewrote; `batch_id` / `_batch_id` of landing data: the latest ingest run's batch).
+    Returns '' (every row) when the resource sets no such column, during `--full-refresh`,
+    and at parse time. Called from get_where_subquery with the current test node as `model`.
+-#}
+{% macro test_scope_filter(relation) -%}
+    {{ return(adapter.dispatch('test_scope_filter', 'poisonwatch')(relation)) }}
+{%- endmacro %}
+
+{% macro default__test_scope_filter(relation) -%}
+    {%- if not execute or flags.FULL_REFRESH or model is not mapping -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set tested = none -%}
+    {%- if model.get('attached_node') -%}
+        {%- set tested = graph.nodes.get(model.attached_node) -%}
+    {%- elif model.get('sources') -%}
+        {%- set matches = graph.sources.values()
+            | selectattr('source_name', 'equalto', model.sources[0][0])
+            | selectattr('name', 'equalto', model.sources[0][1])
+            | list -%}
+        {%- if matches | length > 0 -%}
+            {%- set tested = matches[0] -%}
+        {%- endif -%}
+    {%- endif -%}
+    {%- if tested is none -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- set meta = {} -%}
+    {%- do meta.update(tested.get('meta') or {}) -%}
+    {%- do meta.update((tested.get('config') or {}).get('meta') or {}) -%}
+    {%- set column = meta.get('tests_check_latest') -%}
+    {%- if not column -%}
+        {{ return('') }}
+    {%- endif -%}
+    {%- if column is not string or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*', column) -%}
+        {{ exceptions.raise_compiler_error(
+            "meta.tests_check_latest of " ~ tested.unique_id
+            ~ " must be one column name, got: " ~ column) }}
+    {%- endif -%}
+    {{ return(column ~ ' = (select max(' ~ column ~ ') from ' ~ relation ~ ')') }}
+{%- endmacro %}
