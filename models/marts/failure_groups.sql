@@ -1,33 +1,29 @@
 -- Failures grouped by error number / exception class and normalised message (GUIDs, quoted
 -- literals and numbers replaced), as ServiceControl groups failed messages.
 
-with failures as (
+{#-
+    Adds up the per-partition groups of int_failures_grouped (incremental), so a run reads a
+    few rows per hour of history instead of every failed attempt.
+#}
+with partition_groups as (
+    select * from {{ ref('int_failures_grouped') }}
+),
+
+final as (
     select
+        failure_group_id,
         broker_kind,
-        coalesce(error_key, '') as error_key,
-        failure_class,
-        error_message,
-        {{ normalize_error_message('coalesce(error_message, \'\')') }} as normalized_message,
-        message_key,
-        queue_key,
-        attempted_at,
-        attempt_number
-    from {{ ref('int_receive_attempts_sequenced') }}
-    where is_failure
+        nullif(error_key, '') as error_key,
+        {{ failure_class_from_rank('max(failure_class_rank)') }} as failure_class,
+        normalized_message,
+        min(example_failure).error_message as example_message,
+        sum(failure_count) as failure_count,
+        sum(message_count) as message_count,
+        cast(size(array_distinct(flatten(collect_list(queue_keys)))) as bigint) as queue_count,
+        min(first_seen_at) as first_seen_at,
+        max(last_seen_at) as last_seen_at
+    from partition_groups
+    group by failure_group_id, broker_kind, error_key, normalized_message
 )
 
-select
-    {{ surrogate_key(['broker_kind', 'error_key', 'normalized_message']) }} as failure_group_id,
-    broker_kind,
-    nullif(error_key, '') as error_key,
-    {{ failure_class_from_rank('max(' ~ failure_class_rank('failure_class') ~ ')') }}
-        as failure_class,
-    normalized_message,
-    min_by(error_message, attempted_at) as example_message,
-    count(*) as failure_count,
-    count(distinct message_key) as message_count,
-    count(distinct queue_key) as queue_count,
-    min(attempted_at) as first_seen_at,
-    max(attempted_at) as last_seen_at
-from failures
-group by broker_kind, error_key, normalized_message
+select * from final
