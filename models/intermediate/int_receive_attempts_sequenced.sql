@@ -270,20 +270,12 @@ sequenced as (
         message_attempts as (
             partition by all_attempts.message_key
             order by
-                all_attempts.attempted_at,
-                all_attempts.attempt_id,
-                all_attempts.source_file,
-                all_attempts.record_number,
-                all_attempts.attempt_key
+                {{ attempt_order('all_attempts', 16) }}
         ),
         message_attempts_so_far as (
             partition by all_attempts.message_key
             order by
-                all_attempts.attempted_at,
-                all_attempts.attempt_id,
-                all_attempts.source_file,
-                all_attempts.record_number,
-                all_attempts.attempt_key
+                {{ attempt_order('all_attempts', 16) }}
             rows between unbounded preceding and current row
         )
 ),
@@ -295,11 +287,7 @@ final as (
             max(case when sequenced.is_success then sequenced.failures_so_far end) over (
                 partition by sequenced.message_key
                 order by
-                    sequenced.attempted_at,
-                    sequenced.attempt_id,
-                    sequenced.source_file,
-                    sequenced.record_number,
-                    sequenced.attempt_key
+                    {{ attempt_order('sequenced', 20) }}
                 rows between unbounded preceding and current row
             ),
             0

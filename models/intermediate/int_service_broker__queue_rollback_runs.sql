@@ -91,20 +91,12 @@ islands as (
         queue_attempts as (
             partition by attempts.queue_key
             order by
-                attempts.attempted_at,
-                attempts.attempt_id,
-                attempts.source_file,
-                attempts.record_number,
-                attempts.attempt_key
+                {{ attempt_order('attempts', 16) }}
         ),
         queue_attempts_so_far as (
             partition by attempts.queue_key
             order by
-                attempts.attempted_at,
-                attempts.attempt_id,
-                attempts.source_file,
-                attempts.record_number,
-                attempts.attempt_key
+                {{ attempt_order('attempts', 16) }}
             rows between unbounded preceding and current row
         )
 ),
