@@ -15,9 +15,7 @@
 
 {% macro default__unprocessed_attempts_filter(incremental, condition) -%}
     {%- if incremental -%}
-        {{ changed_partitions_filter(
-            ref('int_receive_attempts_sequenced'), 'message_partition', 'sequenced_at', true
-        ) }}
+        {{ resequenced_partitions_filter(true) }}
         {%- set processed_batches = get_column_values(this, 'batch_id') -%}
         {%- if processed_batches | length > 0 %}
             and batch_id not in ({{ string_literal_list(processed_batches) }})

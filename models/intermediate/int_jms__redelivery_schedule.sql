@@ -14,12 +14,7 @@
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
     {#- Incremental: only the message partitions rewritten upstream since the last run. #}
-    {{ changed_partitions_filter(
-        ref('int_receive_attempts_sequenced'),
-        'message_partition',
-        'sequenced_at',
-        is_incremental()
-    ) }}
+    {{ resequenced_partitions_filter(is_incremental()) }}
 ),
 
 policies as (
