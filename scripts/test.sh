@@ -36,7 +36,8 @@ step() {
 step ruff ruff check python
 step ruff-format ruff format --check python
 step sqlfluff sqlfluff lint models analyses --processes 1
-step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster"
+# --durations: the slowest tests, so a CI log says where the minutes went.
+step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" --durations=12
 step generate poisonwatch generate --out "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS"
 step ingest poisonwatch ingest --strict "$WORK/landing"
 step dbt-build dbt build --profiles-dir "$ROOT" --project-dir "$ROOT"

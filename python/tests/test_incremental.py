@@ -5,6 +5,7 @@ of the history (late arrivals: attempts older than what is already loaded) are h
 first part is ingested and built; the held-back files are ingested and the models run
 incrementally; the marts are saved; a full refresh rebuilds everything from the same raw data;
 the marts must be equal row for row, and must agree 100 % with the generator's labels.
+The same label check runs at a second seed (11) in scripts/test.sh, after a full `dbt build`.
 Attempts and messages are partitioned by 20-second buckets here (the project's default is an
 hour), so the small workload spans many partitions and the incremental run must leave most
 of them as they were.
@@ -91,6 +92,10 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["POISONWATCH_HOME"] = str(tmp_path / "store")
     env["POISONWATCH_TARGET"] = "local"
+    # dbt writes its manifest and logs beside this store, not in the project: runs in
+    # parallel (pytest workers, the test script's own build) never share a target folder.
+    env["DBT_TARGET_PATH"] = str(tmp_path / "dbt_target")
+    env["DBT_LOG_PATH"] = str(tmp_path / "dbt_logs")
     landing, delta = tmp_path / "landing", tmp_path / "delta"
     pw = str(BIN / "poisonwatch")
     _run(
