@@ -49,6 +49,9 @@ MIN_FILES_FOR_DELTA = 4  # other datasets give their newest file to the delta fr
 # Production builds, as dbt recommends: unit tests check logic on fixed rows, cost the same at
 # every data size, and run in `make test`; models, seeds and data tests are timed here.
 BUILD = ["build", "--exclude-resource-type", "unit_test"]
+# `--no-data-tests`: models and seeds only, for a quick check that the benchmark runs (its
+# figures are marked and not comparable with full rows).
+MODELS_ONLY = ["--exclude-resource-type", "test"]
 PART_RE = re.compile(r"^part-(\d+)\.")
 STEPS = (
     "ingest",
@@ -331,6 +334,7 @@ def run_worker(
     events_path: Path | None = None,
     attempts_loaded: int | None = None,
     incremental_attempts: int | None = None,
+    data_tests: bool = True,
 ) -> dict[str, Any]:
     """Run every timed step in this process (one SparkSession, shared with dbt) and write the
     figures as JSON to `result_path`. Meant for a fresh process with its own POISONWATCH_HOME."""
@@ -341,7 +345,8 @@ def run_worker(
     from poisonwatch.remediation_ledger import ApplyLock
 
     emit = _events(events_path)
-    out: dict[str, Any] = {"peak_rss_mb_after": {}}
+    build = BUILD if data_tests else [*BUILD, *MODELS_ONLY]
+    out: dict[str, Any] = {"peak_rss_mb_after": {}, "build_args": build}
     out_console = Console()
 
     @contextmanager
@@ -370,14 +375,14 @@ def run_worker(
             _, rows = timed("floor", lambda: engine.query(floor_sql()))
             out["floor_messages"], out["floor_attempts"] = int(rows[0][0]), int(rows[0][1] or 0)
         with step("full_build"):
-            timed("full_build", lambda: run_dbt([*BUILD, "--full-refresh"], target="local"))
+            timed("full_build", lambda: run_dbt([*build, "--full-refresh"], target="local"))
         with step("incremental_ingest"):
             timed(
                 "incremental_ingest",
                 lambda: _ingest_checked(engine, delta, incremental_attempts),
             )
         with step("incremental_build"):
-            timed("incremental_build", lambda: run_dbt(BUILD, target="local"))
+            timed("incremental_build", lambda: run_dbt(build, target="local"))
         with step("plan"):
             plan = timed("plan", lambda: load_pending(engine, Filters()))
             print_plan(plan, out_console)
@@ -487,7 +492,7 @@ def _child_env(store: Path) -> dict[str, str]:
 
 
 def _run_child(
-    size_dir: Path, split: Split, log_path: Path, status: Any, label: str
+    size_dir: Path, split: Split, log_path: Path, status: Any, label: str, data_tests: bool = True
 ) -> dict[str, Any]:
     """Run the worker in a fresh process, echoing its steps; return its figures."""
     store = size_dir / "store"
@@ -512,6 +517,7 @@ def _run_child(
         str(split.attempts_loaded),
         "--incremental-attempts",
         str(split.incremental_attempts),
+        *([] if data_tests else ["--no-data-tests"]),
     ]
     seen = 0
     with log_path.open("w", encoding="utf-8") as log:
@@ -547,7 +553,13 @@ def _run_child(
 
 
 def bench_size(
-    attempts: int, seed: int, work: Path, keep: bool, status: Any, machine: dict[str, Any]
+    attempts: int,
+    seed: int,
+    work: Path,
+    keep: bool,
+    status: Any,
+    machine: dict[str, Any],
+    data_tests: bool = True,
 ) -> dict[str, Any]:
     """Measure one size: generate, split, run the child; returns the results entry."""
     from poisonwatch.generate import generate
@@ -569,7 +581,7 @@ def bench_size(
         f"{split.incremental_attempts:,} in the delta (late file: {split.late_file})"
     )
     log_path = work / f"bench-{attempts}.log"
-    child = _run_child(size_dir, split, log_path, status, label)
+    child = _run_child(size_dir, split, log_path, status, label, data_tests)
     entry: dict[str, Any] = {
         "attempts": attempts,
         "attempts_generated": split.attempts_total,
@@ -578,6 +590,8 @@ def bench_size(
         "seed": seed,
         "chunk_records": chunk_records_for(attempts),
         "generate_s": generate_s,
+        "data_tests": data_tests,
+        "build_args": child["build_args"],
         **{f"{s}_s": child[f"{s}_s"] for s in STEPS},
         "peak_rss_mb": child["peak_rss_mb"],
         "peak_rss_mb_after": child["peak_rss_mb_after"],
@@ -626,9 +640,11 @@ def table_rows(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
     for e in entries:
         steps = [e[k] for k in ("plan_s", "apply_s") if e.get(k) is not None]
         plan_apply = sum(steps) if steps else None
+        # A models-only row (`--no-data-tests`) says so: its builds did less work.
+        models_only = " (no data tests)" if e.get("data_tests") is False else ""
         rows.append(
             [
-                _fmt(e.get("attempts")),
+                _fmt(e.get("attempts")) + models_only,
                 _fmt(e.get("floor_s"), ".2f"),
                 _fmt(e.get("ingest_s")),
                 _fmt(e.get("full_build_s")),
@@ -691,8 +707,12 @@ def run_bench(
     work: Path | None = None,
     out: Path | None = None,
     keep: bool = False,
+    data_tests: bool = True,
 ) -> list[dict[str, Any]]:
     """Benchmark each size in a fresh child process; merge into `out` and print the table.
+
+    `data_tests=False` times models and seeds only (dbt's data tests excluded from both builds);
+    the entry records it and the table marks the row.
 
     Returns every entry of the results file after the merge. Each size is written as soon as it
     is measured, so a failure at a large size keeps the smaller ones.
@@ -708,7 +728,7 @@ def run_bench(
     with console.status("starting …") as status:
         for attempts in sizes:
             console.rule(f"[bold]bench: {attempts:,} attempts (seed {seed})")
-            entry = bench_size(attempts, seed, work, keep, status, machine)
+            entry = bench_size(attempts, seed, work, keep, status, machine, data_tests)
             entries = merge_results(entries, [entry])
             write_results(out, entries)
             out.with_suffix(".md").write_text(markdown_table(entries), encoding="utf-8")
@@ -740,6 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", default=None)
     parser.add_argument("--attempts-loaded", type=int, default=None)
     parser.add_argument("--incremental-attempts", type=int, default=None)
+    parser.add_argument("--no-data-tests", action="store_true")
     args = parser.parse_args(argv)
     try:
         run_worker(
@@ -749,6 +770,7 @@ def main(argv: list[str] | None = None) -> int:
             Path(args.events) if args.events else None,
             attempts_loaded=args.attempts_loaded,
             incremental_attempts=args.incremental_attempts,
+            data_tests=not args.no_data_tests,
         )
     except PoisonwatchError as exc:
         Console(stderr=True).print(f"[bold red]bench worker:[/bold red] {exc}", soft_wrap=True)

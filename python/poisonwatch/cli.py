@@ -34,6 +34,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         work=Path(args.work) if args.work else None,
         out=Path(args.out) if args.out else None,
         keep=args.keep,
+        data_tests=not args.no_data_tests,
     )
     return 0
 
@@ -263,6 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--keep", action="store_true", help="keep each size's landing files and store afterwards"
+    )
+    p.add_argument(
+        "--no-data-tests",
+        action="store_true",
+        help="time models and seeds only (dbt data tests excluded); the row is marked as such",
     )
     p.set_defaults(func=_cmd_bench)
 
