@@ -7,6 +7,7 @@ too, so `dbt build` and the Python commands see the same warehouse and metastore
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
 import re
@@ -162,6 +163,37 @@ def _derby_in_use(store: Path) -> bool:
     return False
 
 
+def take_file_lock(path: Path, holder: str) -> tuple[Any, str]:
+    """Take an exclusive, non-blocking `flock` on `path` and write `holder` into the file.
+
+    Returns the open file (keep it open to hold the lock; see release_file_lock) and "", or
+    None and what the file says about the process holding it.
+    """
+    fh = open(path, "a+")  # noqa: SIM115 - held until release_file_lock()
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.seek(0)
+        other = fh.read().strip() or "another process"
+        fh.close()
+        return None, other
+    fh.seek(0)
+    fh.truncate()
+    fh.write(holder + "\n")
+    fh.flush()
+    return fh, ""
+
+
+def release_file_lock(fh: Any) -> None:
+    """Release a lock taken by take_file_lock (nothing when `fh` is None or already closed)."""
+    if fh is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    with contextlib.suppress(OSError):
+        fh.close()
+
+
 def acquire_store_lock() -> None:
     """Take the store for this process, or raise StoreBusyError naming who has it.
 
@@ -171,45 +203,31 @@ def acquire_store_lock() -> None:
     if _lock_handle is not None:
         return
     store = home()
-    lock_path = store / ".lock"
-    fh = open(lock_path, "a+")  # noqa: SIM115 - held for the life of the process
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.seek(0)
-        holder = fh.read().strip() or "another process"
-        fh.close()
+    fh, holder = take_file_lock(store / ".lock", f"poisonwatch pid {os.getpid()}")
+    if fh is None:
         raise StoreBusyError(
             f"The poisonwatch store at {store} is in use by {holder}. Derby, the embedded "
             "metastore, allows one process at a time: wait for it to finish and run this again."
-        ) from None
+        )
     # A command that has just ended may still be shutting its JVM down: give it a moment.
     deadline = time.monotonic() + 20
     while _derby_in_use(store) and time.monotonic() < deadline:
         time.sleep(0.5)
     if _derby_in_use(store):
-        fh.close()
+        release_file_lock(fh)
         raise StoreBusyError(
             f"The metastore at {store}/metastore_db is open in another process (a `dbt` command, "
             "a notebook or another Spark application). Derby allows one process at a time: "
             "wait for it to finish and run this again."
         )
-    fh.seek(0)
-    fh.truncate()
-    fh.write(f"poisonwatch pid {os.getpid()}\n")
-    fh.flush()
     _lock_handle = fh
     atexit.register(release_store_lock)
 
 
 def release_store_lock() -> None:
     global _lock_handle
-    if _lock_handle is not None:
-        try:
-            fcntl.flock(_lock_handle, fcntl.LOCK_UN)
-            _lock_handle.close()
-        finally:
-            _lock_handle = None
+    fh, _lock_handle = _lock_handle, None
+    release_file_lock(fh)
 
 
 def stop_spark() -> None:

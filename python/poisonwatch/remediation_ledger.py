@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import fcntl
 import os
 import signal
 import socket
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from poisonwatch.config import PoisonwatchError, home
+from poisonwatch.config import PoisonwatchError, home, release_file_lock, take_file_lock
 
 OPS_DATABASE = "poisonwatch_ops"
 MART_DATABASE = "poisonwatch"
@@ -340,22 +339,15 @@ class ApplyLock:
         self.engine: Any = None
 
     def acquire_file(self) -> None:
-        fh = open(self.path, "a+")  # noqa: SIM115 - held until release()
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            fh.close()
+        started = utcnow().strftime("%Y-%m-%d %H:%M:%SZ")
+        fh, holder = take_file_lock(
+            self.path, f"pid {os.getpid()} on {socket.gethostname()}, started {started}"
+        )
+        if fh is None:
             raise ApplyBusyError(
                 f"another `poisonwatch apply` is running ({holder}); two applies at once are "
                 "refused. Wait for it to finish and run this again."
-            ) from None
-        fh.seek(0)
-        fh.truncate()
-        started = utcnow().strftime("%Y-%m-%d %H:%M:%SZ")
-        fh.write(f"pid {os.getpid()} on {socket.gethostname()}, started {started}\n")
-        fh.flush()
+            )
         self.handle = fh
 
     def acquire_lease(self, engine: Any, target: str) -> None:
@@ -400,8 +392,5 @@ class ApplyLock:
 
     def release(self) -> None:
         self.release_lease()
-        if self.handle is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self.handle, fcntl.LOCK_UN)
-                self.handle.close()
-            self.handle = None
+        handle, self.handle = self.handle, None
+        release_file_lock(handle)
