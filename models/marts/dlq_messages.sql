@@ -9,8 +9,8 @@ with poison as (
 
 dlq_snapshot_rows as (
     select
-        {{ surrogate_key(
-            ["'jms'", 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']
+        {{ message_key(
+            'jms', {'broker_kind': "'jms'", 'queue_name': 'coalesce(orig_queue, queue_name)'}
         ) }}
             as message_key,
         snapshot_at,

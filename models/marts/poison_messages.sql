@@ -36,8 +36,8 @@ dead_lettered_by_apply as (
 
 dlq_snapshot_messages as (
     select
-        {{ surrogate_key(
-            ["'jms'", 'broker_name', 'coalesce(orig_queue, queue_name)', 'message_id']
+        {{ message_key(
+            'jms', {'broker_kind': "'jms'", 'queue_name': 'coalesce(orig_queue, queue_name)'}
         ) }}
             as message_key,
         min(snapshot_at) as first_seen_in_dlq_at

@@ -42,7 +42,7 @@ snapshot_messages as (
     select
         queue_key,
         snapshot_at,
-        {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'message_id']) }}
+        {{ message_key('jms') }}
             as message_key
     from {{ ref('stg_jms__queue_snapshots') }}
 ),

@@ -38,7 +38,7 @@ select
         ]
     ) }}
         as snapshot_message_key,
-    {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name']) }} as queue_key,
+    {{ queue_key('jms') }} as queue_key,
     renamed.*,
     (
         renamed.orig_queue is not null or renamed.orig_address is not null

@@ -48,8 +48,8 @@ select
         ]
     ) }}
         as attempt_key,
-    {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name', 'message_id']) }} as message_key,
-    {{ surrogate_key(['broker_kind', 'broker_name', 'queue_name']) }} as queue_key,
+    {{ message_key('jms') }} as message_key,
+    {{ queue_key('jms') }} as queue_key,
     renamed.*,
     renamed.outcome in ('rolled_back', 'temporarily_unavailable') as is_failure,
     renamed.outcome = 'acknowledged' as is_success,

@@ -21,24 +21,14 @@ select
     case
         when broker_kind = 'jms'
             then
-                {{ surrogate_key(
-                    [
-                        'broker_kind',
-                        'broker_name',
-                        'coalesce(orig_queue, queue_name)',
-                        'message_id',
-                    ]
-                ) }}
+                {{ message_key('jms', {'queue_name': 'coalesce(orig_queue, queue_name)'}) }}
         else
-            {{ surrogate_key(
-                [
-                    'broker_kind',
-                    'server_name',
-                    'database_name',
-                    'queue_name',
-                    'upper(trim(conversation_handle))',
-                    'cast(message_sequence_number as bigint)',
-                ]
+            {{ message_key(
+                'service_broker',
+                {
+                    'conversation_handle': 'upper(trim(conversation_handle))',
+                    'message_sequence_number': 'cast(message_sequence_number as bigint)',
+                }
             ) }}
     end as message_key
 from {{ source('ops', 'dead_letter_queue') }} as effects

@@ -30,7 +30,7 @@ select
         ]
     ) }}
         as broker_event_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
+    {{ queue_key('service_broker') }} as queue_key,
     renamed.*,
     upper(trim(renamed.event_type)) in (
         'BROKER_QUEUE_DISABLED', 'QUEUE_DISABLED', 'BROKER:QUEUE DISABLED'

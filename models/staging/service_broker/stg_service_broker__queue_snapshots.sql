@@ -40,17 +40,7 @@ select
         ]
     ) }}
         as snapshot_message_key,
-    {{ surrogate_key(
-        [
-            'broker_kind',
-            'server_name',
-            'database_name',
-            'queue_name',
-            'conversation_handle',
-            'message_sequence_number',
-        ]
-    ) }}
-        as message_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
+    {{ message_key('service_broker') }} as message_key,
+    {{ queue_key('service_broker') }} as queue_key,
     renamed.*
 from renamed

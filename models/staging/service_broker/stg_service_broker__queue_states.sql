@@ -34,6 +34,6 @@ select
         ]
     ) }}
         as queue_state_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
+    {{ queue_key('service_broker') }} as queue_key,
     renamed.*
 from renamed

@@ -39,18 +39,8 @@ select
         ]
     ) }}
         as attempt_key,
-    {{ surrogate_key(
-        [
-            'broker_kind',
-            'server_name',
-            'database_name',
-            'queue_name',
-            'conversation_handle',
-            'message_sequence_number',
-        ]
-    ) }}
-        as message_key,
-    {{ surrogate_key(['broker_kind', 'server_name', 'database_name', 'queue_name']) }} as queue_key,
+    {{ message_key('service_broker') }} as message_key,
+    {{ queue_key('service_broker') }} as queue_key,
     renamed.*,
     renamed.outcome in ('rolled_back', 'rolled_back_to_savepoint') as is_failure,
     renamed.outcome = 'committed' as is_success,
