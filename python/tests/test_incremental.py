@@ -6,6 +6,10 @@ first part is ingested and built; the held-back files are ingested and the model
 incrementally; the marts are saved; a full refresh rebuilds everything from the same raw data;
 the marts must be equal row for row, and must agree 100 % with the generator's labels.
 The same label check runs at a second seed (11) in scripts/test.sh, after a full `dbt build`.
+Every step after generating runs in one child process with one SparkSession shared with dbt, as
+`poisonwatch demo` and the benchmark do: the command-line chain itself (ingest, dbt, verify as
+separate processes) is what scripts/test.sh runs, and seven Spark start-ups here cost about
+ten seconds each.
 Attempts and messages are partitioned by 5-minute buckets here (the project's default is an
 hour), so the two-hour workload spans about 25 partitions and the incremental run must leave
 most of them as they were. (20-second buckets, about 370 partitions, made the same test take
@@ -15,64 +19,69 @@ registering 15 times as many partitions.)
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from poisonwatch.config import MARTS
+from poisonwatch.generate import generate
 
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 VARS = "{message_partition_seconds: 300, attempt_partition_seconds: 300}"
 
-SNAPSHOT = """
+# Runs in the child: both ingests, the incremental and the full-refresh builds, the label check
+# and the mart comparison; prints one JSON line prefixed with "@@".
+STEPS = """
+import json
+from pathlib import Path
+from poisonwatch.dbtrun import run_dbt
 from poisonwatch.engine import connect
-with connect() as engine:
-    engine.execute("create database if not exists compare")
-    for mart in {marts!r}:
-        engine.execute(f"drop table if exists compare.{{mart}}")
-        engine.execute(f"create table compare.{{mart}} as select * from poisonwatch.{{mart}}")
-    runs = engine.scalar(
+from poisonwatch.ingest import ingest
+from poisonwatch.labels import compare_labels
+
+def dbt(*args):
+    run_dbt([*args, "--vars", VARS])
+
+out = {"rejected": [], "marts": {}}
+with connect("local") as engine:
+    out["rejected"].append(ingest(engine, Path(LANDING)).rejected_total)
+    dbt("seed")
+    dbt("run")
+    out["rejected"].append(ingest(engine, Path(DELTA)).rejected_total)
+    dbt("run")
+    report = compare_labels(engine, Path(LANDING) / "labels.jsonl")
+    out["labels_ok"] = report.ok
+    out["labels"] = [vars(k) for k in report.kinds]
+    # Partitions the held-back files did not touch kept the first run's rows.
+    out["runs"] = engine.scalar(
         "select count(distinct sequenced_at) "
         "from poisonwatch_intermediate.int_receive_attempts_sequenced"
     )
-    print(f"RUNS {{runs}}")
+    engine.execute("create database if not exists compare")
+    for mart in MARTS:
+        engine.execute(f"drop table if exists compare.{mart}")
+        engine.execute(f"create table compare.{mart} as select * from poisonwatch.{mart}")
+    dbt("run", "--full-refresh")
+    for mart in MARTS:
+        out["marts"][mart] = [
+            engine.scalar(f"select count(*) from poisonwatch.{mart}"),
+            engine.scalar(
+                f"select count(*) from (select * from compare.{mart} "
+                f"except all select * from poisonwatch.{mart})"
+            ),
+            engine.scalar(
+                f"select count(*) from (select * from poisonwatch.{mart} "
+                f"except all select * from compare.{mart})"
+            ),
+        ]
+print("@@" + json.dumps(out, default=str))
 """
-
-COMPARE = """
-from poisonwatch.engine import connect
-with connect() as engine:
-    for mart in {marts!r}:
-        total = engine.scalar(f"select count(*) from poisonwatch.{{mart}}")
-        only_incremental = engine.scalar(
-            f"select count(*) from (select * from compare.{{mart}} "
-            f"except all select * from poisonwatch.{{mart}})"
-        )
-        only_full = engine.scalar(
-            f"select count(*) from (select * from poisonwatch.{{mart}} "
-            f"except all select * from compare.{{mart}})"
-        )
-        print(f"MART {{mart}} {{total}} {{only_incremental}} {{only_full}}")
-"""
-
-
-def _run(args: list[str], env: dict[str, str]) -> str:
-    proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        pytest.fail(
-            f"{' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}"
-            f"\n--- stderr\n{proc.stderr[-6000:]}"
-        )
-    return proc.stdout
-
-
-def _dbt(command: list[str], env: dict[str, str]) -> str:
-    args = [str(BIN / "dbt"), *command, "--profiles-dir", str(ROOT), "--project-dir", str(ROOT)]
-    return _run([*args, "--vars", VARS], env)
 
 
 def _hold_back(landing: Path, delta: Path) -> int:
@@ -94,48 +103,31 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["POISONWATCH_HOME"] = str(tmp_path / "store")
     env["POISONWATCH_TARGET"] = "local"
-    # dbt writes its manifest and logs beside this store, not in the project: runs in
-    # parallel (pytest workers, the test script's own build) never share a target folder.
-    env["DBT_TARGET_PATH"] = str(tmp_path / "dbt_target")
-    env["DBT_LOG_PATH"] = str(tmp_path / "dbt_logs")
     landing, delta = tmp_path / "landing", tmp_path / "delta"
-    pw = str(BIN / "poisonwatch")
-    _run(
-        [
-            pw,
-            "generate",
-            "--out",
-            str(landing),
-            "--seed",
-            "31",
-            "--attempts",
-            "6000",
-            "--chunk-records",
-            "300",
-        ],
-        env,
-    )
+    generate(landing, seed=31, attempts=6000, chunk_records=300)
     assert _hold_back(landing, delta) == 4
-    _run([pw, "ingest", "--strict", str(landing)], env)
-    _dbt(["seed"], env)
-    _dbt(["run"], env)
-    _run([pw, "ingest", "--strict", str(delta)], env)
-    _dbt(["run"], env)
-    verified = _run([pw, "verify", str(landing / "labels.jsonl")], env)
-    assert "100.00 %" in verified, verified
-    snapshot = _run([sys.executable, "-c", SNAPSHOT.format(marts=list(MARTS))], env)
-    # Partitions the held-back files did not touch kept the first run's rows.
-    runs = [int(line.split()[1]) for line in snapshot.splitlines() if line.startswith("RUNS ")]
-    assert runs == [2], snapshot
-    _dbt(["run", "--full-refresh"], env)
-    out = _run([sys.executable, "-c", COMPARE.format(marts=list(MARTS))], env)
-    rows = {
-        parts[1]: tuple(int(v) for v in parts[2:])
-        for parts in (line.split() for line in out.splitlines())
-        if parts and parts[0] == "MART"
-    }
-    assert set(rows) == set(MARTS), out
-    for mart, (total, only_incremental, only_full) in rows.items():
+    code = (
+        f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
+        f"MARTS = {list(MARTS)!r}\n" + textwrap.dedent(STEPS)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
+    assert lines, proc.stdout[-6000:]
+    out = json.loads(lines[-1][2:])
+
+    assert out["rejected"] == [0, 0], out["rejected"]  # as `ingest --strict` would demand
+    assert out["labels_ok"], json.dumps(out["labels"], indent=1)  # 100 % agreement
+    assert out["runs"] == 2, out["runs"]
+    assert set(out["marts"]) == set(MARTS), out["marts"]
+    for mart, (total, only_incremental, only_full) in out["marts"].items():
         assert total > 0, f"{mart} is empty"
         assert (only_incremental, only_full) == (0, 0), (
             f"{mart}: {only_incremental} row(s) only in the incremental build, "
