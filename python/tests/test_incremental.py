@@ -22,12 +22,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from child_python import run_py
 
 from poisonwatch.config import MARTS
 from poisonwatch.generate import generate
@@ -106,22 +104,12 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     landing, delta = tmp_path / "landing", tmp_path / "delta"
     generate(landing, seed=31, attempts=6000, chunk_records=300)
     assert _hold_back(landing, delta) == 4
-    code = (
+    constants = (
         f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
-        f"MARTS = {list(MARTS)!r}\n" + textwrap.dedent(STEPS)
+        f"MARTS = {list(MARTS)!r}\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
-    assert lines, proc.stdout[-6000:]
-    out = json.loads(lines[-1][2:])
+    out = run_py(constants + STEPS, env)
+    assert out is not None, "the child printed no result"
 
     assert out["rejected"] == [0, 0], out["rejected"]  # as `ingest --strict` would demand
     assert out["labels_ok"], json.dumps(out["labels"], indent=1)  # 100 % agreement

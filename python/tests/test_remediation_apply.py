@@ -8,17 +8,15 @@ so they run one after another); crashes are real SIGKILLs injected with POISONWA
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from child_python import run_py
 
 from poisonwatch.remediation_fixture import HANDLE_DISPOSABLE, JMS_POISON_IDS
 
@@ -37,22 +35,6 @@ EFFECT_OF = {
     "purge_failure_log": "purged_failure_logs",
     "retry_from_dlq": "replayed_messages",
 }
-
-
-def run_py(code: str, env: dict[str, str]) -> Any:
-    """Run Python in a fresh process (its own Spark JVM); return the JSON it prints last."""
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
-    return json.loads(lines[-1][2:]) if lines else None
 
 
 def pw(env: dict[str, str], *args: str, extra: dict[str, str] | None = None):

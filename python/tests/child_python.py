@@ -1,0 +1,29 @@
+"""Run Python in a fresh child process (its own Spark JVM, its own POISONWATCH_HOME from `env`)
+and read back the JSON it prints last on a line starting with "@@"."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_py(code: str, env: dict[str, str], timeout: float = 1200) -> Any:
+    """Run `code` (dedented) in the project folder; fail the test when it exits non-zero."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
+    return json.loads(lines[-1][2:]) if lines else None
