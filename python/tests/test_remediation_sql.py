@@ -8,19 +8,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
+from child_python import run_py
 
 from poisonwatch.plan import render_script
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 DROP = "'; DROP TABLE x;--"
 GUID = "e29059bb-9922-40f4-a575-66b2e4c70cf9"
 DESCRIPTION = "it's " + DROP + ' ☃ "q" \\ ' + "ы" * 5000
@@ -94,18 +90,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         "PW_ROWS": json.dumps(rows),
         "PW_INLINE": INLINE,
     }
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SCRIPT)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")][-1]
-    data = json.loads(line[2:])
+    data = run_py(SCRIPT, env, timeout=900)
+    assert data is not None, "the child printed no result"
     by_handle = {r[0]: dict(zip(data["columns"], r, strict=True)) for r in data["rows"]}
     return [by_handle[r["handle"]] for r in rows]
 
