@@ -21,7 +21,6 @@ group, which takes the executors the workers forked with it, and checks that not
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import signal
@@ -37,7 +36,15 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from poisonwatch.config import PoisonwatchError, check_java, home, load_profile, project_root
+from poisonwatch.config import (
+    PoisonwatchError,
+    check_java,
+    home,
+    load_profile,
+    project_root,
+    release_file_lock,
+    take_file_lock,
+)
 
 THRIFT_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -397,17 +404,16 @@ def thrift_conf(layout: Layout, settings: Settings, master_url: str) -> dict[str
 @contextlib.contextmanager
 def _cluster_lock(layout: Layout) -> Iterator[None]:
     layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.root / ".lock", "a+") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise PoisonwatchError(
-                f"another `poisonwatch cluster` command is working on {layout.root}; wait for it"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    fh, holder = take_file_lock(layout.root / ".lock", f"pid {os.getpid()}")
+    if fh is None:
+        raise PoisonwatchError(
+            f"another `poisonwatch cluster` command ({holder}) is working on {layout.root}; "
+            "wait for it"
+        )
+    try:
+        yield
+    finally:
+        release_file_lock(fh)
 
 
 def _wait(what: str, check: Any, timeout: float, procs: list[Proc]) -> None:
