@@ -36,7 +36,7 @@
 {#- The ledgers' columns: the interface between `poisonwatch apply` and the models.
     Effect tables are partitioned by run_id (the last column): apply drops the partitions of runs
     that never reached action_log (its commit point). Keep in sync with
-    python/poisonwatch/remediation_ledger.py. -#}
+    python/poisonwatch/remediation/ledger.py. -#}
 {% macro poisonwatch_ops_table_columns() -%}
     {{ return({
         'action_log': [

@@ -47,8 +47,8 @@ def _positive_int(text: str) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from poisonwatch.engine import connect
     from poisonwatch.ingest import ingest, print_summary
+    from poisonwatch.warehouse.engine import connect
 
     with connect(args.target) as engine:
         summary = ingest(engine, Path(args.landing))
@@ -60,15 +60,15 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:
-    from poisonwatch.sqlrun import run_sql
+    from poisonwatch.warehouse.sqlrun import run_sql
 
     run_sql(args.query, fmt=args.format, target=args.target)
     return 0
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from poisonwatch.checks import print_report, run_checks
-    from poisonwatch.engine import connect
+    from poisonwatch.quality import print_check_report, run_checks
+    from poisonwatch.warehouse.engine import connect
 
     with connect(args.target) as engine:
         report = run_checks(
@@ -77,7 +77,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             freshness_days=args.freshness_days,
             databases={"raw": args.raw_database, "marts": args.marts_database},
         )
-    print_report(report, verbose=args.verbose)
+    print_check_report(report, verbose=args.verbose)
     return 0 if report.success else 1
 
 
@@ -94,12 +94,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from poisonwatch.engine import connect
-    from poisonwatch.labels import compare_labels, print_report
+    from poisonwatch.quality import compare_labels, print_label_report
+    from poisonwatch.warehouse.engine import connect
 
     with connect(args.target) as engine:
         report = compare_labels(engine, Path(args.labels))
-    print_report(report)
+    print_label_report(report)
     return 0 if report.ok else 1
 
 
@@ -120,7 +120,7 @@ def _cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from poisonwatch.plan import Filters, run_plan
+    from poisonwatch.remediation import Filters, run_plan
 
     filters = Filters(queue=args.queue, action_type=args.type)
     run_plan(filters, Path(args.sql) if args.sql else None, target=args.target)
@@ -128,8 +128,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
-    from poisonwatch.apply import run_apply
-    from poisonwatch.plan import Filters
+    from poisonwatch.remediation import Filters, run_apply
 
     filters = Filters(queue=args.queue, action_type=args.type, limit=args.limit)
     run_apply(filters, yes=args.yes, target=args.target)
@@ -137,7 +136,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from poisonwatch.apply import request_replay
+    from poisonwatch.remediation import request_replay
 
     request_replay(args.message_id, args.broker, args.queue, args.note, target=args.target)
     return 0

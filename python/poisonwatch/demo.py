@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from poisonwatch.config import home
-from poisonwatch.engine import Engine, connect
+from poisonwatch.warehouse.engine import Engine, connect
 
 console = Console()
 
@@ -70,11 +70,11 @@ def run_demo(
     landing: Path | None, seed: int = 42, attempts: int = 20_000, target: str | None = None
 ) -> None:
     """Run the whole loop on generated data and print what it found and did."""
-    from poisonwatch.dbtrun import run_dbt
     from poisonwatch.generate import generate
     from poisonwatch.ingest import ingest
     from poisonwatch.ingest import print_summary as print_ingest
-    from poisonwatch.labels import compare_labels, print_report
+    from poisonwatch.quality import compare_labels, print_label_report
+    from poisonwatch.warehouse.dbtrun import run_dbt
 
     landing = landing or home() / "landing" / f"demo-seed{seed}-{attempts}"
     total = time.monotonic()
@@ -96,7 +96,7 @@ def run_demo(
 
         print_poison_summary(poison_summary(engine))
         report = compare_labels(engine, landing / "labels.jsonl")
-        print_report(report)
+        print_label_report(report)
 
         _remediate(engine, target)
 
@@ -132,10 +132,15 @@ def _live_counts(engine: Engine) -> dict[str, int]:
 
 def _remediate(engine: Engine, target: str | None) -> None:
     """plan → apply → dbt build, and the before/after an operator cares about."""
-    from poisonwatch.apply import apply_actions, print_result
-    from poisonwatch.dbtrun import run_dbt
-    from poisonwatch.plan import Filters, load_pending, print_plan
-    from poisonwatch.remediation_ledger import ApplyLock
+    from poisonwatch.remediation import (
+        ApplyLock,
+        Filters,
+        apply_actions,
+        load_pending,
+        print_plan,
+        print_result,
+    )
+    from poisonwatch.warehouse.dbtrun import run_dbt
 
     before = _live_counts(engine)
     t = _step("plan")

@@ -4,6 +4,7 @@ and read back the JSON it prints last on a line starting with "@@"."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_py(code: str, env: dict[str, str], timeout: float = 1200) -> Any:
     """Run `code` (dedented) in the project folder; fail the test when it exits non-zero."""
+    # The child imports test fixtures (`fixtures.remediation`) as the tests do.
+    tests_dir = str(Path(__file__).resolve().parent)
+    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, env.get("PYTHONPATH")]))}
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         env=env,

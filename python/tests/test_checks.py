@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from poisonwatch import checks, config
-from poisonwatch.schemas import DATASETS, RAW_DATABASE, create_raw_tables
+from poisonwatch.warehouse.schemas import DATASETS, RAW_DATABASE, create_raw_tables
 
 H1 = "6F9619FF-8B86-D011-B42D-00C04FC964F1"
 H2 = "6F9619FF-8B86-D011-B42D-00C04FC964F2"
@@ -348,7 +348,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def engine(store: Path) -> Iterator[Any]:
     """One SparkSession for the module, with clean raw tables and stand-in marts."""
-    from poisonwatch.engine import connect
+    from poisonwatch.warehouse.engine import connect
 
     with connect("local") as eng:
         spark = eng.spark

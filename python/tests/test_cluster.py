@@ -32,7 +32,6 @@ from poisonwatch.config import MARTS
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PACKAGE = ROOT / "python" / "poisonwatch"
 SEED = int(os.environ.get("POISONWATCH_CLUSTER_TEST_SEED", "7"))
 ATTEMPTS = int(os.environ.get("POISONWATCH_CLUSTER_TEST_ATTEMPTS", "6000"))
 
@@ -292,16 +291,7 @@ def test_sql_dbt_debug_and_beeline_reach_the_thrift_server(cluster: Cluster) -> 
     assert "namespace" in out.stdout and "default" in out.stdout
 
 
-def _require(*modules: str) -> None:
-    missing = [m for m in modules if not (PACKAGE / f"{m}.py").is_file()]
-    if missing:
-        pytest.skip(f"python/poisonwatch/{', '.join(missing)}.py not in this build yet")
-    if not any((ROOT / "models" / "marts").glob("*.sql")):
-        pytest.skip("no mart models in models/marts yet")
-
-
 def test_generate_ingest_build_and_labels_on_cluster(cluster: Cluster) -> None:
-    _require("generate", "ingest")
     landing = cluster.store.parent / "landing"
     cluster.pw(
         "generate",
@@ -338,8 +328,6 @@ APPLICABLE = (
 def test_plan_and_apply_on_cluster(cluster: Cluster) -> None:
     if cluster.landing is None:
         pytest.skip("needs the landing folder and marts of the end-to-end test above")
-    if not (PACKAGE / "apply.py").is_file() or not (PACKAGE / "plan.py").is_file():
-        pytest.skip("python/poisonwatch/plan.py / apply.py are not in this build yet")
     pending = {r["action_id"] for r in cluster.sql_rows(APPLICABLE)}
     assert pending, "the workload should leave something to remediate"
     script = cluster.store.parent / "plan.sql"

@@ -20,7 +20,7 @@ from reference_rules import derive_labels, read_dataset, read_labels, to_micros
 
 from poisonwatch.config import project_root
 from poisonwatch.generate import DATASET_NAMES, generate, print_summary
-from poisonwatch.generate_scenarios import (
+from poisonwatch.generate.scenarios import (
     DATABASE,
     EXPECTED,
     EXPECTED_CONSUMERS,
@@ -29,7 +29,7 @@ from poisonwatch.generate_scenarios import (
     jms_scenario_id,
     scenario_guid,
 )
-from poisonwatch.schemas import DATASETS
+from poisonwatch.warehouse.schemas import DATASETS
 
 SEEDS_DIR = project_root() / "seeds"
 ATTEMPTS = 4000

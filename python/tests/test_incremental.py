@@ -38,10 +38,10 @@ VARS = "{message_partition_seconds: 300, attempt_partition_seconds: 300}"
 STEPS = """
 import json
 from pathlib import Path
-from poisonwatch.dbtrun import run_dbt
-from poisonwatch.engine import connect
+from poisonwatch.warehouse.dbtrun import run_dbt
+from poisonwatch.warehouse.engine import connect
 from poisonwatch.ingest import ingest
-from poisonwatch.labels import compare_labels
+from poisonwatch.quality.labels import compare_labels
 
 def dbt(*args):
     run_dbt([*args, "--vars", VARS])

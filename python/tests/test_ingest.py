@@ -20,8 +20,8 @@ import pytest
 
 from poisonwatch import config, ingest
 from poisonwatch.cli import main as cli_main
-from poisonwatch.engine import Engine, connect
-from poisonwatch.ingest_sql import sql_string
+from poisonwatch.ingest.sql import sql_string
+from poisonwatch.warehouse.engine import Engine, connect
 
 GUID = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
 

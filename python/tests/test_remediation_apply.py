@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 from child_python import run_py
-
-from poisonwatch.remediation_fixture import HANDLE_DISPOSABLE, JMS_POISON_IDS
+from fixtures.remediation import HANDLE_DISPOSABLE, JMS_POISON_IDS
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +50,7 @@ def pw(env: dict[str, str], *args: str, extra: dict[str, str] | None = None):
 
 QUERY = """
 import json
-from poisonwatch.engine import connect
+from poisonwatch.warehouse.engine import connect
 out = {}
 with connect("local") as e:
     for name, sql in QUERIES.items():
@@ -78,9 +77,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         env.pop(key, None)
     run_py(
         """
-        from poisonwatch.dbtrun import run_dbt
-        from poisonwatch.engine import connect
-        from poisonwatch.remediation_fixture import load_fixture
+        from poisonwatch.warehouse.dbtrun import run_dbt
+        from poisonwatch.warehouse.engine import connect
+        from fixtures.remediation import load_fixture
         with connect("local") as e:
             load_fixture(e)
             run_dbt(["seed"])
@@ -157,10 +156,10 @@ def test_lease_of_another_host_is_refused(store: dict[str, str]) -> None:
     result = run_py(
         """
         import json
-        from poisonwatch.apply import apply_actions
-        from poisonwatch.engine import connect
-        from poisonwatch.plan import Filters
-        from poisonwatch.remediation_ledger import (
+        from poisonwatch.remediation.apply import apply_actions
+        from poisonwatch.warehouse.engine import connect
+        from poisonwatch.remediation.plan import Filters
+        from poisonwatch.remediation.ledger import (
             ApplyBusyError, ApplyLock, ensure_ops_tables, sql_string, utcnow)
         with connect("local") as e:
             ensure_ops_tables(e)
@@ -270,7 +269,7 @@ def test_replan_same_ids_and_next_build_reflects_effects(
     assert replay.returncode == 0, replay.stdout + replay.stderr
     run_py(
         """
-        from poisonwatch.dbtrun import run_dbt
+        from poisonwatch.warehouse.dbtrun import run_dbt
         run_dbt(["run"])
         """,
         store,

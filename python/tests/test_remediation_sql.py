@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from child_python import run_py
 
-from poisonwatch.plan import render_script
+from poisonwatch.remediation.plan import render_script
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ import json, os, sys
 from pathlib import Path
 from dbt.cli.main import dbtRunner
 from poisonwatch.config import home, project_root
-from poisonwatch.engine import connect
+from poisonwatch.warehouse.engine import connect
 rows = json.loads(os.environ["PW_ROWS"])
 with connect("local") as e:
     df = e.spark.createDataFrame(rows)

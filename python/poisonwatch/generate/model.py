@@ -11,9 +11,9 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
-from xml.sax.saxutils import escape
 
-from poisonwatch.generate_policy import ConsumerPolicy
+from poisonwatch.generate.bodies import sb_body
+from poisonwatch.generate.policy import ConsumerPolicy
 
 
 def js(value: Any) -> str:
@@ -165,8 +165,6 @@ class SBMessage:
     def encoded_body(self) -> str:
         if self.body_b64 is None:
             if isinstance(self.body, int):
-                from poisonwatch.generate_catalog import sb_body
-
                 self.body = sb_body(self.body, self.type_name, self.validation)
             if self.validation == "X":
                 raw = str(self.body).encode("utf-16-le")
@@ -176,15 +174,6 @@ class SBMessage:
                 raw = self.body if isinstance(self.body, bytes) else str(self.body).encode()
             self.body_b64 = base64.b64encode(raw).decode("ascii")
         return self.body_b64
-
-
-def expense_report_xml(employee_id: int | None, amount: str, description: str) -> str:
-    emp = "" if employee_id is None else str(employee_id)
-    return (
-        '<ExpenseReport xmlns="http://Adventure-Works.com/Expenses">'
-        f"<EmployeeID>{emp}</EmployeeID><Amount>{amount}</Amount>"
-        f"<Description>{escape(description)}</Description></ExpenseReport>"
-    )
 
 
 # ---------------------------------------------------------------- JMS

@@ -15,7 +15,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from poisonwatch.schemas import BIGINT, BOOLEAN, DATASETS, INT, TIMESTAMP
+from poisonwatch.warehouse.schemas import BIGINT, BOOLEAN, DATASETS, INT, TIMESTAMP
 
 # 2026-03-01T00:00:00Z in microseconds: the start of every generated workload.
 T0_US = 1_772_323_200 * 1_000_000

@@ -10,7 +10,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from poisonwatch.generate_catalog import (
+from poisonwatch.generate.bodies import expense_report_xml
+from poisonwatch.generate.catalog import (
     END_DIALOG,
     EXPENSE_REPORT,
     PROGRESS_REPORT,
@@ -19,18 +20,17 @@ from poisonwatch.generate_catalog import (
     jms_error,
     sb_error,
 )
-from poisonwatch.generate_model import (
+from poisonwatch.generate.model import (
     Consumer,
     ErrorSpec,
     JMessage,
     JQueue,
     SBMessage,
     SBQueue,
-    expense_report_xml,
 )
 
 if TYPE_CHECKING:
-    from poisonwatch.generate import Engine
+    from poisonwatch.generate.state import Engine
 
 _NS = uuid.UUID("6f1d1c52-4a0e-4f57-9d0e-2b7c3f5e9a11")
 MINUTE_US = 60_000_000

@@ -338,11 +338,16 @@ def run_worker(
 ) -> dict[str, Any]:
     """Run every timed step in this process (one SparkSession, shared with dbt) and write the
     figures as JSON to `result_path`. Meant for a fresh process with its own POISONWATCH_HOME."""
-    from poisonwatch.apply import apply_actions, print_result
-    from poisonwatch.dbtrun import run_dbt
-    from poisonwatch.engine import connect
-    from poisonwatch.plan import Filters, load_pending, print_plan
-    from poisonwatch.remediation_ledger import ApplyLock
+    from poisonwatch.remediation import (
+        ApplyLock,
+        Filters,
+        apply_actions,
+        load_pending,
+        print_plan,
+        print_result,
+    )
+    from poisonwatch.warehouse.dbtrun import run_dbt
+    from poisonwatch.warehouse.engine import connect
 
     emit = _events(events_path)
     build = BUILD if data_tests else [*BUILD, *MODELS_ONLY]
@@ -503,7 +508,7 @@ def _run_child(
     cmd = [
         sys.executable,
         "-m",
-        "poisonwatch.bench",
+        "poisonwatch.bench",  # bench/__main__.py
         "--worker",
         "--landing",
         str(size_dir / "landing"),
@@ -776,7 +781,3 @@ def main(argv: list[str] | None = None) -> int:
         Console(stderr=True).print(f"[bold red]bench worker:[/bold red] {exc}", soft_wrap=True)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

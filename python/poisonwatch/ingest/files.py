@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from poisonwatch.schemas import DATASETS, Dataset
+from poisonwatch.warehouse.schemas import DATASETS, Dataset
 
 FORMATS = {".jsonl.gz": "jsonl", ".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 HASH_CHUNK = 1 << 20

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from poisonwatch.engine import Engine
+from poisonwatch.warehouse.engine import Engine
 
 MART_DB = "poisonwatch"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from poisonwatch.schemas import BIGINT, BOOLEAN, INT, STRING, TIMESTAMP, Column, Dataset
+from poisonwatch.warehouse.schemas import BIGINT, BOOLEAN, INT, STRING, TIMESTAMP, Column, Dataset
 
 # Low 33 bits of monotonically_increasing_id(): the row's index inside its Spark partition.
 # Each file is read as exactly one partition (see `ingest`), so this is the line index.

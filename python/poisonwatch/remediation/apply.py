@@ -1,6 +1,6 @@
 """`poisonwatch apply`: apply pending remediation actions with Spark, exactly once.
 
-A run (see remediation_ledger for the protocol):
+A run (see ledger.py for the protocol):
 1. take the apply lock (file lock + lease row) — a second apply refuses;
 2. recover: drop effect partitions of runs that never committed, move their scripts aside;
 3. read the pending, non-review actions (mart `remediation_actions` minus `action_log`);
@@ -29,8 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from poisonwatch.plan import Filters, load_pending, print_plan, render_script, write_script
-from poisonwatch.remediation_ledger import (
+from poisonwatch.remediation.ledger import (
     EFFECT_TABLES,
     MART_DATABASE,
     ApplyLock,
@@ -45,7 +44,14 @@ from poisonwatch.remediation_ledger import (
     sql_string,
     utcnow,
 )
-from poisonwatch.schemas import RAW_DATABASE
+from poisonwatch.remediation.plan import (
+    Filters,
+    load_pending,
+    print_plan,
+    render_script,
+    write_script,
+)
+from poisonwatch.warehouse.schemas import RAW_DATABASE
 
 SB_HOLDING_TABLE = "dbo.PoisonwatchParkedMessages"
 JMS_PARK_SUFFIX = ".parked"
@@ -370,7 +376,7 @@ def print_result(result: ApplyResult, console: Console | None = None) -> None:
 def run_apply(
     filters: Filters, yes: bool, target: str | None = None, batch_size: int = 1000
 ) -> ApplyResult:
-    from poisonwatch.engine import connect
+    from poisonwatch.warehouse.engine import connect
 
     lock = ApplyLock()
     lock.acquire_file()  # before Spark starts: a second apply refuses at once
@@ -397,7 +403,7 @@ def request_replay(
     import getpass
     import uuid
 
-    from poisonwatch.engine import connect
+    from poisonwatch.warehouse.engine import connect
 
     if not message_ids:
         raise_error("give at least one --message-id")

@@ -7,11 +7,9 @@ listed there (SB 50000, 8152; JMS DocumentServiceException, SQLRecoverableExcept
 
 from __future__ import annotations
 
-import random
-from xml.sax.saxutils import escape
-
-from poisonwatch.generate_model import ErrorSpec, expense_report_xml, js
-from poisonwatch.generate_policy import Policies
+from poisonwatch.generate.bodies import DESCRIPTIONS, EXPENSE_REPORT, PROGRESS_REPORT
+from poisonwatch.generate.model import ErrorSpec, js
+from poisonwatch.generate.policy import Policies
 
 TUE = "com.example.agents.TemporaryUnavailableException"
 
@@ -118,8 +116,6 @@ JMS_PERMANENT = [
 ]
 JMS_VALIDATION = ["javax.jms.MessageFormatException", "com.example.agents.InvalidDocumentException"]
 
-EXPENSE_REPORT = "//Adventure-Works.com/AccountsPayable/ExpenseReport"
-PROGRESS_REPORT = "//Adventure-Works.com/Expenses/ProgressReport"
 END_DIALOG = "http://schemas.microsoft.com/SQL/ServiceBroker/EndDialog"
 SB_ERROR_TYPE = "http://schemas.microsoft.com/SQL/ServiceBroker/Error"
 
@@ -218,28 +214,4 @@ JMS_BACKGROUND: list[tuple[str, str, list[tuple[str, str]], str, list[str]]] = [
     ),
 ]
 
-DESCRIPTIONS = [
-    "Hotel for the Contoso audit",
-    "Dinner at O'Brien's",
-    "Taxi ';-- DROP TABLE dbo.Expense",
-    "Café Zürich — 東京 ✓",
-    "Командировка в Москву",
-    "Conferência <Lisboa> & workshop",
-]
-
 DESCRIPTIONS_JSON = [js(d) for d in DESCRIPTIONS]
-
-
-def sb_body(seed: int, type_name: str, validation: str) -> str | bytes:
-    """A background message body, rebuilt from its seed when a snapshot shows it."""
-    rng = random.Random(seed)
-    if validation == "N":
-        return bytes(rng.getrandbits(8) for _ in range(24))
-    desc = DESCRIPTIONS[rng.randrange(len(DESCRIPTIONS))]
-    if type_name == EXPENSE_REPORT:
-        amount = f"{rng.randrange(5, 900)}.{rng.randrange(100):02d}"
-        return expense_report_xml(rng.randrange(1, 300), amount, desc)
-    if type_name == PROGRESS_REPORT:
-        return f"<ProgressReport><Percent>{rng.randrange(101)}</Percent></ProgressReport>"
-    tag = type_name.rsplit("/", 1)[-1]
-    return f"<{tag}><Id>{rng.randrange(10**6)}</Id><Note>{escape(desc)}</Note></{tag}>"

@@ -61,7 +61,7 @@ def print_rows(
 
 def run_sql(query: str, fmt: str = "table", target: str | None = None) -> int:
     """Run one Spark SQL statement on the current target and print its result."""
-    from poisonwatch.engine import connect
+    from poisonwatch.warehouse.engine import connect
 
     with connect(target) as engine:
         columns, rows = engine.query(query)

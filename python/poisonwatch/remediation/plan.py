@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from poisonwatch.config import PoisonwatchError
-from poisonwatch.remediation_ledger import MART_DATABASE, ops_database, sql_string
+from poisonwatch.remediation.ledger import MART_DATABASE, ops_database, sql_string
 
 ACTION_TYPES = (
     "end_conversation",
@@ -249,7 +249,7 @@ def write_script(path: Path, text: str) -> None:
 
 
 def run_plan(filters: Filters, sql_file: Path | None = None, target: str | None = None) -> Plan:
-    from poisonwatch.engine import connect
+    from poisonwatch.warehouse.engine import connect
 
     with connect(target) as engine:
         plan = load_pending(engine, filters)

@@ -33,7 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from poisonwatch.config import PoisonwatchError, home, load_profile
-from poisonwatch.schemas import RAW_DATABASE
+from poisonwatch.warehouse.schemas import RAW_DATABASE
 
 if TYPE_CHECKING:
     from great_expectations.core.expectation_validation_result import (
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from great_expectations.data_context import AbstractDataContext
     from pyspark.sql import DataFrame, SparkSession
 
-    from poisonwatch.engine import Engine
+    from poisonwatch.warehouse.engine import Engine
 
 SUITES_DIR = Path(__file__).with_name("suites")
 LAYERS = ("raw", "marts")

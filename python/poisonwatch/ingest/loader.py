@@ -1,7 +1,7 @@
 """`poisonwatch ingest LANDING`: landing files into `raw.<dataset>`, bad records into `raw_rejects`.
 
 One code path for every target: Spark reads, validates and types the records (SQL built in
-ingest_sql.py and sent through the Engine); Python lists and hashes the files (ingest_files.py)
+sql.py and sent through the Engine); Python lists and hashes the files (files.py)
 and only ever pulls counts back.
 
 Crash safety: one run = one `_batch_id`; raw tables and `raw_rejects` are partitioned by it and
@@ -27,9 +27,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from poisonwatch.config import PoisonwatchError
-from poisonwatch.engine import Engine
-from poisonwatch.ingest_files import Landing, LandingFile, prepare, scan_landing
-from poisonwatch.ingest_sql import (
+from poisonwatch.ingest.files import Landing, LandingFile, prepare, scan_landing
+from poisonwatch.ingest.sql import (
     csv_source,
     ident,
     jsonl_source,
@@ -40,7 +39,8 @@ from poisonwatch.ingest_sql import (
     stage_query,
     typed_col,
 )
-from poisonwatch.schemas import (
+from poisonwatch.warehouse.engine import Engine
+from poisonwatch.warehouse.schemas import (
     DATASETS,
     LEDGER_TABLE,
     RAW_DATABASE,
