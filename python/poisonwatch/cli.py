@@ -104,19 +104,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_cluster(args: argparse.Namespace) -> int:
-    from poisonwatch import cluster
+    from poisonwatch.cluster import run_cluster
 
-    if args.action == "start":
-        cluster.print_started(cluster.start(workers=args.workers, timeout=args.timeout))
-    elif args.action == "stop":
-        stopped = cluster.stop()
-        names = ", ".join(f"{p.name} (pid {p.pid})" for p in stopped) or "nothing was running"
-        err.print(f"cluster stopped: {names}; no process left")
-    else:
-        st = cluster.status()
-        cluster.print_status(st)
-        return 0 if st.running else 3
-    return 0
+    return run_cluster(args.action, workers=args.workers, timeout=args.timeout)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:

@@ -793,3 +793,18 @@ def beeline(sql: str, jdbc_url: str | None = None, timeout: float = 300) -> str:
     if out.returncode != 0:
         raise PoisonwatchError(f"beeline failed ({out.returncode}): {out.stderr[-2000:]}")
     return out.stdout
+
+
+def run_cluster(action: str, workers: int | None = None, timeout: float = 300.0) -> int:
+    """`poisonwatch cluster start|stop|status`; the exit code (status: 0 running, 3 not)."""
+    if action == "start":
+        print_started(start(workers=workers, timeout=timeout))
+        return 0
+    if action == "stop":
+        stopped = stop()
+        names = ", ".join(f"{p.name} (pid {p.pid})" for p in stopped) or "nothing was running"
+        Console(stderr=True).print(f"cluster stopped: {names}; no process left")
+        return 0
+    st = status()
+    print_status(st)
+    return 0 if st.running else 3
