@@ -1,8 +1,9 @@
 {#-
     The `where` clause of an incremental model fed by int_receive_attempts_sequenced: on a
     full refresh just `condition`; on an incremental run, the upstream partitions rewritten
-    since this model last ran, less the landing batches this model has already taken
-    (its `batch_id` column), and `condition`. `incremental` is the model's is_incremental().
+    since this model last ran, less the landing batches this model has already taken (up to
+    the newest `batch_id` it holds: unprocessed_batches_condition, constant-size), and
+    `condition`. `incremental` is the model's is_incremental().
 -#}
 {% macro unprocessed_attempts_filter(incremental, condition) -%}
     {%- if condition is not string or condition | length == 0 -%}
@@ -16,10 +17,7 @@
 {% macro default__unprocessed_attempts_filter(incremental, condition) -%}
     {%- if incremental -%}
         {{ resequenced_partitions_filter(true) }}
-        {%- set processed_batches = get_column_values(this, 'batch_id') -%}
-        {%- if processed_batches | length > 0 %}
-            and batch_id not in ({{ string_literal_list(processed_batches) }})
-        {%- endif %}
+        and {{ unprocessed_batches_condition(this) }}
         and ({{ condition }})
     {%- else -%}
         where {{ condition }}

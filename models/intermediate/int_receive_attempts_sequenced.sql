@@ -59,12 +59,9 @@
 ] -%}
 {%- set partition_seconds = var('message_partition_seconds', 3600) -%}
 {%- set new_batches_only = is_incremental() -%}
-{%- if new_batches_only -%}
-    {%- set processed_batches = get_column_values(this, 'batch_id') -%}
-{%- endif -%}
 {%- set batch_filter -%}
-    {%- if new_batches_only and processed_batches | length > 0 -%}
-        where batch_id not in ({{ string_literal_list(processed_batches) }})
+    {%- if new_batches_only -%}
+        where {{ unprocessed_batches_condition(this) }}
     {%- endif -%}
 {%- endset %}
 
