@@ -59,6 +59,13 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_build(args: argparse.Namespace) -> int:
+    from poisonwatch.warehouse.build import run_build
+
+    run_build(args.target, full_refresh=args.full_refresh)
+    return 0
+
+
 def _cmd_sql(args: argparse.Namespace) -> int:
     from poisonwatch.warehouse.sqlrun import run_sql
 
@@ -162,6 +169,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("landing", help="landing folder: one sub-folder per dataset")
     p.add_argument("--strict", action="store_true", help="exit 1 when anything was rejected")
     p.set_defaults(func=_cmd_ingest)
+
+    p = sub.add_parser(
+        "build",
+        help="the production build (dbt build --selector production) as far as new input "
+        "reaches; nothing when nothing new landed",
+    )
+    p.add_argument(
+        "--full-refresh", action="store_true", help="rebuild every model from raw (always runs)"
+    )
+    p.set_defaults(func=_cmd_build)
 
     p = sub.add_parser("sql", help="run Spark SQL on the warehouse of the current target")
     p.add_argument("query", help="one Spark SQL statement")

@@ -103,7 +103,35 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
         assert entry[f"{step}_s"] > 0, step
     assert entry["generate_s"] > 0
     assert entry["data_tests"] is False
-    assert entry["build_args"][-2:] == ["--exclude-resource-type", "test"]
+    # The production command: the whole selector with --full-refresh, then only what is
+    # downstream of the delta's sources, then nothing at all (nothing new landed).
+    args = entry["build_args"]
+    assert args["full_build"][:3] == ["build", "--selector", "production"]
+    assert "--full-refresh" in args["full_build"]
+    assert args["full_build"][-2:] == ["--exclude-resource-type", "test"]
+    assert args["incremental_build"][:2] == ["build", "--select"]
+    for source in ("service_broker.ssb_receive_attempts", "jms.jms_receive_attempts"):
+        assert f"source:{source}+" in args["incremental_build"]
+    assert args["incremental_build"][-3:] == ["--exclude-resource-type", "unit_test", "test"]
+    assert args["no_data_build"] == []
+    assert "nothing new" in entry["build_reason"]["no_data_build"]
+    # The ten slowest nodes of each dbt step, slowest first; none when dbt did not run.
+    slowest = entry["slowest_nodes"]
+    assert len(slowest["full_build"]) == 10 and slowest["incremental_build"]
+    assert slowest["no_data_build"] == []
+    for nodes in slowest.values():
+        seconds = [s for _, s in nodes]
+        assert seconds == sorted(seconds, reverse=True) and all(s >= 0 for s in seconds)
+        assert all(n.split(" ")[0] in ("model", "seed", "test", "operation") for n, _ in nodes)
+    # Both floors read what the pipeline read: every message, every landed attempt.
+    assert entry["floor_sequence_messages"] == entry["floor_messages"] > 0
+    assert entry["floor_ingest_attempts"] == entry["attempts_loaded"]
+    assert entry["full_over_floor_sequence"] == round(
+        entry["full_build_s"] / entry["floor_sequence_s"], 2
+    )
+    assert entry["ingest_over_floor_ingest"] == round(
+        entry["ingest_s"] / entry["floor_ingest_s"], 2
+    )
     assert 0 < entry["incremental_attempts"] <= 0.03 * SIZE
     assert entry["attempts_loaded"] + entry["incremental_attempts"] == entry["attempts_generated"]
     assert entry["full_over_floor"] == round(entry["full_build_s"] / entry["floor_s"], 2)
@@ -118,3 +146,4 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     markdown = out.with_suffix(".md").read_text()
     assert markdown.startswith("poisonwatch bench, measured ")
     assert f"| {SIZE:,} (no data tests) |" in markdown and "| 10,000,000 |" in markdown
+    assert "| seq. floor s | full/seq |" in markdown and f"at {SIZE:,} attempts:" in markdown

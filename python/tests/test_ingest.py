@@ -20,6 +20,7 @@ import pytest
 
 from poisonwatch import config, ingest
 from poisonwatch.cli import main as cli_main
+from poisonwatch.ingest.loader import new_batch_id
 from poisonwatch.ingest.sql import sql_string
 from poisonwatch.warehouse.engine import Engine, connect
 
@@ -587,6 +588,7 @@ def test_reingest_changes_nothing_and_same_content_loads_once(
     before = _counts(engine)
 
     second = run(engine, tmp_path)
+    assert second.batch_id > first.batch_id  # even within the same second
     d = second.datasets["ssb_receive_attempts"]
     assert (d.files_loaded, d.files_skipped, d.files_failed) == (0, 3, 0)
     assert second.rejected_total == 0
@@ -612,9 +614,24 @@ def test_a_run_killed_before_its_ledger_is_undone_by_the_next(
 
     summary = run(engine, tmp_path)
     assert len(summary.cleaned_batches) == 1
+    # The watermark of the incremental models: a new batch sorts after every batch seen.
+    assert summary.batch_id > summary.cleaned_batches[0]
     assert len(loaded(engine, "ssb_receive_attempts", tmp_path)) == 5  # once, not twice
     assert len(rejects(engine, tmp_path)) == 1
     assert summary.datasets["ssb_receive_attempts"].files_loaded == 1
+
+
+def test_batch_ids_sort_after_the_newest_seen_even_when_the_clock_steps_back() -> None:
+    now = datetime(2026, 11, 23, 1, 0, 0)
+    assert new_batch_id(now).startswith("b20261123T010000Z_")
+    # Same second as the newest batch, or a clock one hour behind it: one second past it.
+    for newest in ("b20261123T010000Z_ffffffff", "b20261123T020000Z_00000000"):
+        batch = new_batch_id(now, newest)
+        assert batch > newest
+        assert batch[:17] == "b" + (
+            "20261123T010001Z" if newest.startswith("b20261123T01") else "20261123T020001Z"
+        )
+    assert new_batch_id(now, "b20261123T005959Z_ffffffff") > "b20261123T005959Z_ffffffff"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,22 +46,25 @@ ATTEMPT_DATASETS = ("ssb_receive_attempts", "jms_receive_attempts")
 LATE_DATASET = "ssb_receive_attempts"  # one older file of it arrives with the delta
 DELTA_SHARE = 0.01  # the delta holds about 1 % of N attempts
 MIN_FILES_FOR_DELTA = 4  # other datasets give their newest file to the delta from 4 files up
-# Production builds, as dbt recommends: unit tests check logic on fixed rows, cost the same at
-# every data size, and run in `make test`; models, seeds and data tests are timed here.
-BUILD = ["build", "--exclude-resource-type", "unit_test"]
-# `--no-data-tests`: models and seeds only, for a quick check that the benchmark runs (its
-# figures are marked and not comparable with full rows).
-MODELS_ONLY = ["--exclude-resource-type", "test"]
+# Builds are the production command (`poisonwatch build`: `dbt build --selector production`, as
+# far as new input reaches): unit tests check logic on fixed rows, cost the same at every data
+# size, and run in `make test`. `--no-data-tests` also leaves out data tests, for a quick check
+# that the benchmark runs (its figures are marked and not comparable with full rows).
 PART_RE = re.compile(r"^part-(\d+)\.")
 STEPS = (
     "ingest",
     "floor",
+    "floor_sequence",
+    "floor_ingest",
     "full_build",
     "incremental_ingest",
     "incremental_build",
+    "no_data_build",
     "plan",
     "apply",
 )
+# The dbt steps whose ten slowest nodes are recorded (from target/run_results.json).
+DBT_STEPS = ("full_build", "incremental_build", "no_data_build")
 REQUIRED_KEYS = (
     "attempts",
     "attempts_loaded",
@@ -73,8 +76,14 @@ REQUIRED_KEYS = (
     "incremental_build_s",
     "plan_s",
     "apply_s",
+    "floor_sequence_s",
+    "floor_ingest_s",
+    "no_data_build_s",
     "full_over_floor",
+    "full_over_floor_sequence",
+    "ingest_over_floor_ingest",
     "incremental_over_full",
+    "slowest_nodes",
     "peak_rss_mb",
     "generate_s",
     "measured_at",
@@ -338,6 +347,7 @@ def run_worker(
 ) -> dict[str, Any]:
     """Run every timed step in this process (one SparkSession, shared with dbt) and write the
     figures as JSON to `result_path`. Meant for a fresh process with its own POISONWATCH_HOME."""
+    from poisonwatch.bench.floors import floor_ingest, floor_sequence, parquet_rows, slowest_nodes
     from poisonwatch.remediation import (
         ApplyLock,
         Filters,
@@ -346,13 +356,20 @@ def run_worker(
         print_plan,
         print_result,
     )
-    from poisonwatch.warehouse.dbtrun import run_dbt
+    from poisonwatch.warehouse.build import production_build
+    from poisonwatch.warehouse.dbtrun import target_path
     from poisonwatch.warehouse.engine import connect
 
     emit = _events(events_path)
-    build = BUILD if data_tests else [*BUILD, *MODELS_ONLY]
-    out: dict[str, Any] = {"peak_rss_mb_after": {}, "build_args": build}
+    out: dict[str, Any] = {
+        "peak_rss_mb_after": {},
+        "build_args": {},
+        "build_reason": {},
+        "slowest_nodes": {},
+    }
     out_console = Console()
+    floors_dir = home() / "bench-floors"
+    run_results = target_path() / "run_results.json"
 
     @contextmanager
     def step(name: str) -> Iterator[None]:
@@ -369,6 +386,19 @@ def run_worker(
         out[f"{name}_s"] = round(time.monotonic() - started, 3)
         return value
 
+    def build(name: str, engine: Any, full_refresh: bool = False) -> None:
+        """Time the production command; keep its dbt arguments and ten slowest nodes."""
+        run_results.unlink(missing_ok=True)
+        result = timed(
+            name,
+            lambda: production_build(
+                engine, "local", full_refresh=full_refresh, data_tests=data_tests
+            ),
+        )
+        out["build_args"][name] = result.dbt_args
+        out["build_reason"][name] = result.reason
+        out["slowest_nodes"][name] = slowest_nodes(run_results) if result.ran else []
+
     emit({"event": "start", "step": "spark"})
     with connect("local") as engine:
         spark = engine.spark  # type: ignore[attr-defined]
@@ -379,15 +409,26 @@ def run_worker(
             engine.query(floor_sql())  # untimed: warms the session
             _, rows = timed("floor", lambda: engine.query(floor_sql()))
             out["floor_messages"], out["floor_attempts"] = int(rows[0][0]), int(rows[0][1] or 0)
+        with step("floor_sequence"):
+            timed("floor_sequence", lambda: floor_sequence(spark, floors_dir / "sequence"))
+            out["floor_sequence_messages"] = parquet_rows(spark, floors_dir / "sequence")
+        with step("floor_ingest"):
+            timed("floor_ingest", lambda: floor_ingest(spark, landing, floors_dir / "ingest"))
+            out["floor_ingest_attempts"] = sum(
+                parquet_rows(spark, floors_dir / "ingest" / d) for d in ATTEMPT_DATASETS
+            )
+        shutil.rmtree(floors_dir, ignore_errors=True)
         with step("full_build"):
-            timed("full_build", lambda: run_dbt([*build, "--full-refresh"], target="local"))
+            build("full_build", engine, full_refresh=True)
         with step("incremental_ingest"):
             timed(
                 "incremental_ingest",
                 lambda: _ingest_checked(engine, delta, incremental_attempts),
             )
         with step("incremental_build"):
-            timed("incremental_build", lambda: run_dbt(build, target="local"))
+            build("incremental_build", engine)
+        with step("no_data_build"):
+            build("no_data_build", engine)  # nothing landed since: skipped
         with step("plan"):
             plan = timed("plan", lambda: load_pending(engine, Filters()))
             print_plan(plan, out_console)
@@ -484,6 +525,8 @@ def write_results(path: Path, entries: Sequence[dict[str, Any]]) -> None:
 
 def _derive(entry: dict[str, Any]) -> None:
     entry["full_over_floor"] = round(entry["full_build_s"] / entry["floor_s"], 2)
+    entry["full_over_floor_sequence"] = round(entry["full_build_s"] / entry["floor_sequence_s"], 2)
+    entry["ingest_over_floor_ingest"] = round(entry["ingest_s"] / entry["floor_ingest_s"], 2)
     entry["incremental_over_full"] = round(entry["incremental_build_s"] / entry["full_build_s"], 3)
 
 
@@ -597,11 +640,15 @@ def bench_size(
         "generate_s": generate_s,
         "data_tests": data_tests,
         "build_args": child["build_args"],
+        "build_reason": child["build_reason"],
         **{f"{s}_s": child[f"{s}_s"] for s in STEPS},
         "peak_rss_mb": child["peak_rss_mb"],
         "peak_rss_mb_after": child["peak_rss_mb_after"],
         "python_max_rss_mb": child["python_max_rss_mb"],
         "floor_messages": child["floor_messages"],
+        "floor_sequence_messages": child["floor_sequence_messages"],
+        "floor_ingest_attempts": child["floor_ingest_attempts"],
+        "slowest_nodes": child["slowest_nodes"],
         "planned_actions": child["planned_actions"],
         "applied_actions": child["applied_actions"],
         "delta": {
@@ -663,6 +710,43 @@ def table_rows(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+FLOOR_COLUMNS = (
+    "attempts",
+    "seq. floor s",
+    "full/seq",
+    "ingest floor s",
+    "ingest/floor",
+    "no-data build s",
+)
+
+
+def floor_rows(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """The second table: both plain-Spark floors, their ratios, and the no-data build."""
+    rows = []
+    for e in entries:
+        models_only = " (no data tests)" if e.get("data_tests") is False else ""
+        rows.append(
+            [
+                _fmt(e.get("attempts")) + models_only,
+                _fmt(e.get("floor_sequence_s"), ".2f"),
+                _fmt(e.get("full_over_floor_sequence"), ".2f"),
+                _fmt(e.get("floor_ingest_s"), ".2f"),
+                _fmt(e.get("ingest_over_floor_ingest"), ".2f"),
+                _fmt(e.get("no_data_build_s"), ".2f"),
+            ]
+        )
+    return rows
+
+
+def slowest_rows(entry: dict[str, Any], limit: int = 10) -> list[list[str]]:
+    """[step, node, seconds] for the slowest nodes of each dbt step of one entry."""
+    rows = []
+    for step_name, nodes in (entry.get("slowest_nodes") or {}).items():
+        for node, seconds in nodes[:limit]:
+            rows.append([step_name, str(node), _fmt(float(seconds), ".1f")])
+    return rows
+
+
 def describe_machine(entries: Sequence[dict[str, Any]]) -> str:
     """One line: when and where the figures were measured."""
     if not entries:
@@ -689,6 +773,15 @@ def markdown_table(entries: Sequence[dict[str, Any]]) -> str:
         f"|{right}|",
     ]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(entries)]
+    lines += ["", "| " + " | ".join(FLOOR_COLUMNS) + " |"]
+    lines += ["|" + "|".join("---:" for _ in FLOOR_COLUMNS) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in floor_rows(entries)]
+    for entry in entries:
+        rows = slowest_rows(entry)
+        if rows:
+            lines += ["", f"Slowest dbt nodes at {_fmt(entry.get('attempts'))} attempts:", ""]
+            lines += ["| step | node | s |", "|---|---|---:|"]
+            lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -699,7 +792,25 @@ def print_table(entries: Sequence[dict[str, Any]]) -> None:
     for row in table_rows(entries):
         table.add_row(*row)
     # Not a terminal (a log, CI): wide enough that no header is cut.
-    (console if console.is_terminal else Console(width=140)).print(table)
+    out = console if console.is_terminal else Console(width=140)
+    out.print(table)
+    floors = Table(title="floors (plain Spark) and the no-data build")
+    for col in FLOOR_COLUMNS:
+        floors.add_column(col, justify="right", no_wrap=True)
+    for row in floor_rows(entries):
+        floors.add_row(*row)
+    out.print(floors)
+
+
+def print_slowest(entry: dict[str, Any]) -> None:
+    """The ten slowest dbt nodes of each build step of one size (fits 80 columns)."""
+    table = Table(title=f"slowest dbt nodes, {_fmt(entry.get('attempts'))} attempts")
+    table.add_column("step", no_wrap=True)
+    table.add_column("node", overflow="fold", max_width=48)
+    table.add_column("s", justify="right", no_wrap=True)
+    for row in slowest_rows(entry):
+        table.add_row(*row)
+    console.print(table)
 
 
 def default_out() -> Path:
@@ -737,6 +848,7 @@ def run_bench(
             entries = merge_results(entries, [entry])
             write_results(out, entries)
             out.with_suffix(".md").write_text(markdown_table(entries), encoding="utf-8")
+            print_slowest(entry)
             console.print(
                 f"  {attempts:,} attempts: full build {entry['full_build_s']:.1f} s = "
                 f"{entry['full_over_floor']:.2f} × floor; incremental build "

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from rich import box
@@ -182,8 +182,26 @@ def _ts(value: datetime) -> str:
     return f"timestamp'{value.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
 
 
-def new_batch_id(now: datetime) -> str:
-    return f"b{now.strftime('%Y%m%dT%H%M%SZ')}_{uuid.uuid4().hex[:8]}"
+def new_batch_id(now: datetime, after: str | None = None) -> str:
+    """`b<UTC time>_<random>`, sorting after `after` (the newest batch id the store has seen).
+
+    Batch ids are the incremental models' watermark (`batch_id > newest taken`,
+    macros/incremental/unprocessed_batches_condition.sql), so a new batch must sort after every
+    earlier one even when two runs start in the same second or the clock stepped back: its time
+    is then one second past `after`'s.
+    """
+    stamp = now.replace(microsecond=0)
+    if after is not None and BATCH_RE.fullmatch(after):
+        floor = datetime.strptime(after[1:16], "%Y%m%dT%H%M%S") + timedelta(seconds=1)
+        stamp = max(stamp, floor)
+    return f"b{stamp.strftime('%Y%m%dT%H%M%SZ')}_{uuid.uuid4().hex[:8]}"
+
+
+def newest_batch(engine: Engine, also: Iterable[str] = ()) -> str | None:
+    """The greatest batch id in the ledger or in `also` (e.g. the orphan batches just dropped)."""
+    _, rows = engine.query(f"select max(_batch_id) from {_table(LEDGER_TABLE)}")
+    seen = [str(b) for b in [rows[0][0], *also] if b is not None and BATCH_RE.fullmatch(str(b))]
+    return max(seen) if seen else None
 
 
 def ledger_hashes(engine: Engine) -> set[str]:
@@ -411,12 +429,13 @@ def ingest(engine: Engine, landing: Path, console: Console | None = None) -> Ing
         raise PoisonwatchError(f"landing folder {landing} does not exist or is not a folder")
     started = time.monotonic()
     now = datetime.now(UTC).replace(tzinfo=None)
-    summary = IngestSummary(landing=root, batch_id=new_batch_id(now))
+    summary = IngestSummary(landing=root, batch_id="")
     console = console or Console(stderr=True)
     with session_conf(engine, SESSION_CONF), quiet_spark_log(engine):
         ensure_tables(engine)
         _drop_stage(engine)
         summary.cleaned_batches = drop_orphan_batches(engine)
+        summary.batch_id = new_batch_id(now, newest_batch(engine, summary.cleaned_batches))
         found = scan_landing(root)
         summary.unknown_folders, summary.ignored = found.unknown_folders, found.ignored
         show = len(found.files) >= PROGRESS_MIN_FILES

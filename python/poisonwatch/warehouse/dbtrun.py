@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from poisonwatch.config import PoisonwatchError, home, project_root, target_name
+
+
+def target_path() -> Path:
+    """dbt's target folder for runs from here (manifest, run_results.json), inside the store."""
+    return home() / "dbt_target"
 
 
 def run_dbt(args: Sequence[str], target: str | None = None) -> None:
@@ -31,7 +37,7 @@ def run_dbt(args: Sequence[str], target: str | None = None) -> None:
         "--log-path",
         str(store / "logs" / "dbt"),
         "--target-path",
-        str(store / "dbt_target"),
+        str(target_path()),
     ]
     result = dbtRunner().invoke(full)
     if not result.success:

@@ -1,0 +1,250 @@
+"""`poisonwatch build`: the production build (`dbt build --selector production`), run only as far
+as new input reaches.
+
+The production build (selectors.yml: seeds, models and data tests, no unit tests) runs after every
+ingest and must cost what the new data costs. Before calling dbt this module reads what the build
+depends on, cheaply:
+
+- the ingest ledger (`raw.ingested_files`, one row per landed file): per dataset, how many files
+  and the newest `_batch_id` (ingest gives every batch an id that sorts after every committed one);
+- the remediation ledger `poisonwatch_ops.action_log` (`apply` appends it last; the effects it
+  commits are read through it): its row count;
+- the dbt project itself: a sha256 over models, macros, seeds, tests, snapshots, dbt_project.yml
+  and selectors.yml.
+
+and compares it with what the last successful production build of this target saw (kept in the
+store, `production_build.json`):
+
+- nothing changed: no dbt at all, and it says why (no parse, no DAG: seconds, not minutes);
+- the project changed, or there is no record (first build, a wiped store), or `--full-refresh`:
+  the whole production selector;
+- otherwise only what is downstream of the sources that changed
+  (`--select source:<source>.<table>+ …`, unit tests excluded): a new batch of queue snapshots
+  does not rerun the attempt models, an `apply` reruns only what reads the ledgers.
+
+The record is written only after dbt succeeded, with the inputs read before it started: input
+that lands during a build is seen as new by the next one. No model reads the clock (they read
+only their inputs and `run_started_at` as a label), so a skipped build leaves every table as a
+new one would have.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+
+from poisonwatch.config import home, project_root, target_name
+
+# The project files a build's result depends on (dbt's own parse inputs, less docs-only folders).
+PROJECT_DIRS = ("models", "macros", "seeds", "tests", "snapshots")
+PROJECT_FILES = ("dbt_project.yml", "selectors.yml", "packages.yml")
+LEDGER_TABLE = "ingested_files"
+# The remediation ledger: `apply` appends it last (its commit point), and the staging models of
+# its effect tables read only committed runs through it, so they are all downstream of it.
+OPS_TABLES = ("action_log",)
+# Landing dataset → dbt source (models/staging/<source>/_<source>__sources.yml).
+SOURCE_PREFIXES = {"ssb_": "service_broker", "jms_": "jms"}
+PRODUCTION = ["build", "--selector", "production"]
+NO_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
+NO_DATA_TESTS = ["--exclude-resource-type", "test"]
+STATE_FILE = "production_build.json"
+
+
+@dataclass
+class BuildInputs:
+    """What a production build reads, reduced to a few comparable values."""
+
+    project: str
+    datasets: dict[str, list[Any]] = field(default_factory=dict)  # dataset → [files, batch]
+    ops: dict[str, int] = field(default_factory=dict)  # ops table → rows
+
+
+@dataclass
+class BuildResult:
+    ran: bool
+    reason: str
+    dbt_args: list[str]
+    changed: list[str]
+    seconds: float
+    inputs: BuildInputs
+
+
+def project_fingerprint(root: Path | None = None) -> str:
+    """sha256 over the relative path and bytes of every file the build's result depends on."""
+    root = root or project_root()
+    digest = hashlib.sha256()
+    paths: list[Path] = [root / name for name in PROJECT_FILES if (root / name).is_file()]
+    for folder in PROJECT_DIRS:
+        if (root / folder).is_dir():
+            paths += [p for p in (root / folder).rglob("*") if p.is_file()]
+    for path in sorted(paths):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _project_vars(root: Path) -> dict[str, Any]:
+    data = yaml.safe_load((root / "dbt_project.yml").read_text(encoding="utf-8")) or {}
+    return data.get("vars") or {}
+
+
+def read_inputs(engine: Any, root: Path | None = None) -> BuildInputs:
+    """The ledgers' figures and the project's fingerprint (a few small queries, no dbt)."""
+    root = root or project_root()
+    dbt_vars = _project_vars(root)
+    raw_db = str(dbt_vars.get("raw_database", "raw"))
+    ops_db = str(dbt_vars.get("ops_database", "poisonwatch_ops"))
+    inputs = BuildInputs(project=project_fingerprint(root))
+    if engine.table_exists(raw_db, LEDGER_TABLE):
+        _, rows = engine.query(
+            f"select dataset, count(*), max(_batch_id) from `{raw_db}`.`{LEDGER_TABLE}` "
+            "group by dataset order by dataset"
+        )
+        inputs.datasets = {str(d): [int(n), str(b)] for d, n, b in rows}
+    present = [t for t in OPS_TABLES if engine.table_exists(ops_db, t)]
+    if present:
+        counts = ", ".join(f"(select count(*) from `{ops_db}`.`{t}`)" for t in present)
+        _, rows = engine.query(f"select {counts}")
+        inputs.ops = {t: int(n) for t, n in zip(present, rows[0], strict=True)}
+    return inputs
+
+
+def _state_path() -> Path:
+    return home() / STATE_FILE
+
+
+def load_state(target: str) -> dict[str, Any] | None:
+    """The record of this target's last successful production build, or None."""
+    path = _state_path()
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # unreadable: build everything and write a fresh record
+    entry = data.get(target) if isinstance(data, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
+def save_state(target: str, inputs: BuildInputs, dbt_args: list[str]) -> None:
+    path = _state_path()
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            loaded = json.loads(path.read_text(encoding="utf-8"))
+            data = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            data = {}
+    data[target] = {
+        "built_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "dbt_args": dbt_args,
+        **asdict(inputs),
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def source_of(dataset: str) -> str | None:
+    for prefix, source in SOURCE_PREFIXES.items():
+        if dataset.startswith(prefix):
+            return source
+    return None
+
+
+def plan_build(
+    inputs: BuildInputs, last: dict[str, Any] | None, full_refresh: bool = False
+) -> tuple[list[str] | None, str, list[str]]:
+    """(dbt arguments or None to skip, the reason, the changed inputs)."""
+    if full_refresh:
+        return [*PRODUCTION, "--full-refresh"], "--full-refresh: every model from raw", []
+    if last is None:
+        return PRODUCTION, "no earlier production build recorded in this store", []
+    if last.get("project") != inputs.project:
+        return PRODUCTION, "the dbt project changed since the last production build", ["project"]
+    old_datasets = last.get("datasets") or {}
+    old_ops = last.get("ops") or {}
+    changed_datasets = sorted(
+        d for d in inputs.datasets if list(old_datasets.get(d) or []) != inputs.datasets[d]
+    )
+    changed_ops = sorted(t for t in inputs.ops if old_ops.get(t) != inputs.ops[t])
+    gone = sorted(set(old_datasets) - set(inputs.datasets)) + sorted(set(old_ops) - set(inputs.ops))
+    if gone:
+        return PRODUCTION, "ledger entries disappeared: " + ", ".join(gone), gone
+    changed = changed_datasets + [f"ops.{t}" for t in changed_ops]
+    if not changed:
+        newest = max((b for _, b in inputs.datasets.values()), default="none")
+        return (
+            None,
+            f"nothing new since the production build of {last.get('built_at')} "
+            f"(newest ingest batch {newest}, remediation ledger unchanged, same project)",
+            [],
+        )
+    selectors: list[str] = []
+    if changed_datasets:
+        # Every ingest appends to the ledger and maybe raw_rejects.
+        selectors.append("source:ingest+")
+    for dataset in changed_datasets:
+        source = source_of(dataset)
+        if source is None:
+            return PRODUCTION, f"new data in dataset {dataset} with no known source", changed
+        selectors.append(f"source:{source}.{dataset}+")
+    selectors += [f"source:ops.{t}+" for t in changed_ops]
+    return (
+        ["build", "--select", *selectors, *NO_UNIT_TESTS],
+        "new input in " + ", ".join(changed) + ": what is downstream of it",
+        changed,
+    )
+
+
+def without_data_tests(args: list[str]) -> list[str]:
+    """The same dbt arguments with data tests excluded too (one --exclude-resource-type)."""
+    if NO_UNIT_TESTS[0] in args:
+        at = args.index(NO_UNIT_TESTS[0]) + 2
+        return [*args[:at], "test", *args[at:]]
+    return [*args, *NO_DATA_TESTS]
+
+
+def production_build(
+    engine: Any,
+    target: str | None = None,
+    full_refresh: bool = False,
+    data_tests: bool = True,
+    console: Console | None = None,
+) -> BuildResult:
+    """Run the production build as far as new input reaches (or not at all); see the module
+    docstring. `data_tests=False` also excludes data tests (the bench's quick mode)."""
+    from poisonwatch.warehouse.dbtrun import run_dbt
+
+    console = console or Console(stderr=True)
+    name = target_name(target)
+    started = time.monotonic()
+    inputs = read_inputs(engine)
+    args, reason, changed = plan_build(inputs, load_state(name), full_refresh)
+    if args is None:
+        console.print(f"poisonwatch build: skipped, {reason}")
+        return BuildResult(False, reason, [], changed, time.monotonic() - started, inputs)
+    if not data_tests:
+        args = without_data_tests(args)
+    console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
+    run_dbt(args, target=name)
+    save_state(name, inputs, args)
+    return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
+
+
+def run_build(target: str | None = None, full_refresh: bool = False) -> BuildResult:
+    """`poisonwatch build`: connect to the target and run `production_build` in that session."""
+    from poisonwatch.warehouse.engine import connect
+
+    with connect(target) as engine:
+        result = production_build(engine, target, full_refresh=full_refresh)
+    Console(stderr=True).print(f"poisonwatch build: {result.seconds:.1f} s")
+    return result

@@ -1,0 +1,120 @@
+"""`poisonwatch build`: what it runs for which change of its inputs (no Spark: the plan is pure).
+
+The real runs — a full production build, a partial one after a delta, and a skipped one with
+nothing new — are exercised on a real store by the tiny-size bench (test_bench.py), whose worker
+builds through `production_build`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from poisonwatch.warehouse.build import (
+    NO_UNIT_TESTS,
+    PRODUCTION,
+    BuildInputs,
+    load_state,
+    plan_build,
+    project_fingerprint,
+    save_state,
+    without_data_tests,
+)
+
+
+def _inputs(**datasets: list) -> BuildInputs:
+    return BuildInputs(
+        project="p1",
+        datasets=datasets or {"ssb_receive_attempts": [3, "b1"], "ssb_queue_states": [1, "b1"]},
+        ops={"action_log": 0},
+    )
+
+
+def _last(inputs: BuildInputs) -> dict:
+    return {"built_at": "2026-11-23T00:00:00+00:00", **inputs.__dict__}
+
+
+def test_nothing_new_skips_and_says_why() -> None:
+    inputs = _inputs()
+    args, reason, changed = plan_build(inputs, _last(_inputs()))
+    assert args is None and changed == []
+    assert "nothing new" in reason and "b1" in reason
+
+
+def test_first_build_project_change_and_full_refresh_run_the_whole_selector() -> None:
+    inputs = _inputs()
+    assert plan_build(inputs, None)[0] == PRODUCTION
+    changed_project = _last(_inputs())
+    changed_project["project"] = "p0"
+    args, reason, _ = plan_build(inputs, changed_project)
+    assert args == PRODUCTION and "project changed" in reason
+    refresh = plan_build(inputs, _last(inputs), full_refresh=True)[0]
+    assert refresh == [*PRODUCTION, "--full-refresh"]
+
+
+def test_new_batch_selects_what_is_downstream_of_its_sources_only() -> None:
+    before = _inputs()
+    after = _inputs(ssb_receive_attempts=[4, "b2"], ssb_queue_states=[1, "b1"])
+    args, _, changed = plan_build(after, _last(before))
+    assert changed == ["ssb_receive_attempts"]
+    assert args == [
+        "build",
+        "--select",
+        "source:ingest+",
+        "source:service_broker.ssb_receive_attempts+",
+        *NO_UNIT_TESTS,
+    ]
+    # A new dataset (first jms batch) counts as new input too.
+    newer = _inputs(**after.datasets, jms_receive_attempts=[1, "b3"])
+    args, _, changed = plan_build(newer, _last(after))
+    assert changed == ["jms_receive_attempts"]
+    assert "source:jms.jms_receive_attempts+" in args
+
+
+def test_an_apply_reruns_what_reads_the_remediation_ledger() -> None:
+    before = _inputs()
+    after = _inputs()
+    after.ops = {"action_log": 5}
+    args, _, changed = plan_build(after, _last(before))
+    assert changed == ["ops.action_log"]
+    assert args == ["build", "--select", "source:ops.action_log+", *NO_UNIT_TESTS]
+
+
+def test_unknown_dataset_or_vanished_ledger_rows_build_everything() -> None:
+    before = _inputs()
+    odd = _inputs(**before.datasets, mq_receive_attempts=[1, "b2"])
+    assert plan_build(odd, _last(before))[0] == PRODUCTION
+    fewer = _inputs(ssb_receive_attempts=[3, "b1"])
+    args, reason, _ = plan_build(fewer, _last(before))
+    assert args == PRODUCTION and "disappeared" in reason
+
+
+def test_project_fingerprint_follows_model_files_only(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: x\n")
+    (tmp_path / "models" / "a.sql").write_text("select 1")
+    first = project_fingerprint(tmp_path)
+    (tmp_path / "README.md").write_text("docs do not change a build")
+    assert project_fingerprint(tmp_path) == first
+    (tmp_path / "models" / "a.sql").write_text("select 2")
+    assert project_fingerprint(tmp_path) != first
+
+
+def test_state_round_trip_per_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "home"))
+    assert load_state("local") is None
+    save_state("local", _inputs(), PRODUCTION)
+    save_state("cluster", BuildInputs(project="p9"), PRODUCTION)
+    local = load_state("local")
+    assert local is not None and local["datasets"] == _inputs().datasets
+    assert local["dbt_args"] == PRODUCTION
+    assert plan_build(_inputs(), local)[0] is None
+    (tmp_path / "home" / "production_build.json").write_text("{not json")
+    assert load_state("local") is None  # unreadable: build everything, write a fresh record
+
+
+def test_without_data_tests_keeps_one_exclude_flag() -> None:
+    assert without_data_tests(PRODUCTION) == [*PRODUCTION, "--exclude-resource-type", "test"]
+    partial = ["build", "--select", "source:ingest+", *NO_UNIT_TESTS]
+    assert without_data_tests(partial) == [*partial, "test"]
