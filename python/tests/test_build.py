@@ -18,6 +18,7 @@ from poisonwatch.warehouse.build import (
     load_state,
     plan_build,
     project_fingerprint,
+    read_inputs_from_files,
     save_state,
     without_data_tests,
 )
@@ -118,3 +119,28 @@ def test_without_data_tests_keeps_one_exclude_flag() -> None:
     assert without_data_tests(PRODUCTION) == [*PRODUCTION, "--exclude-resource-type", "test"]
     partial = ["build", "--select", "source:ingest+", *NO_UNIT_TESTS]
     assert without_data_tests(partial) == [*partial, "test"]
+
+
+def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("vars: {raw_database: raw, ops_database: ops}\n")
+    warehouse = tmp_path / "warehouse"
+    assert read_inputs_from_files(warehouse, project) is None  # no ledger yet: ask Spark
+    ledger = warehouse / "raw.db" / "ingested_files"
+    ledger.mkdir(parents=True)
+    rows = {"dataset": ["ssb_a", "ssb_a", "jms_b"], "_batch_id": ["b1", "b2", "b1"]}
+    pq.write_table(pa.table(rows), ledger / "part-00000.parquet")
+    (ledger / "_SUCCESS").write_text("")
+    assert read_inputs_from_files(warehouse, project) is None  # no action_log folder yet
+    run = warehouse / "ops.db" / "action_log" / "run_id=r1"
+    run.mkdir(parents=True)
+    pq.write_table(pa.table({"action_id": ["x", "y"]}), run / "part-00000.parquet")
+    inputs = read_inputs_from_files(warehouse, project)
+    assert inputs is not None
+    assert inputs.datasets == {"jms_b": [1, "b1"], "ssb_a": [2, "b2"]}
+    assert inputs.ops == {"action_log": 2}
+    assert inputs.project == project_fingerprint(project)

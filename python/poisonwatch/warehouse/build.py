@@ -117,6 +117,36 @@ def read_inputs(engine: Any, root: Path | None = None) -> BuildInputs:
     return inputs
 
 
+def read_inputs_from_files(warehouse: Path, root: Path | None = None) -> BuildInputs | None:
+    """The same figures as read_inputs, read with pyarrow from the local target's warehouse
+    folder (`<db>.db/<table>/`, Parquet) without starting Spark; None when a ledger table's
+    folder is missing, so the caller asks Spark. Only a "nothing new" answer is taken from here:
+    starting the JVM would cost more than the whole check."""
+    import pyarrow.dataset as ds
+
+    root = root or project_root()
+    dbt_vars = _project_vars(root)
+    ledger_dir = warehouse / f"{dbt_vars.get('raw_database', 'raw')}.db" / LEDGER_TABLE
+    ops_dir = warehouse / f"{dbt_vars.get('ops_database', 'poisonwatch_ops')}.db"
+    if not ledger_dir.is_dir() or not all((ops_dir / t).is_dir() for t in OPS_TABLES):
+        return None
+    inputs = BuildInputs(project=project_fingerprint(root))
+    ledger = ds.dataset(ledger_dir, format="parquet").to_table(columns=["dataset", "_batch_id"])
+    per_dataset: dict[str, list[Any]] = {}
+    for dataset, batch in zip(
+        ledger.column("dataset").to_pylist(), ledger.column("_batch_id").to_pylist(), strict=True
+    ):
+        entry = per_dataset.setdefault(str(dataset), [0, str(batch)])
+        entry[0] += 1
+        entry[1] = max(entry[1], str(batch))
+    inputs.datasets = dict(sorted(per_dataset.items()))
+    for table in OPS_TABLES:
+        inputs.ops[table] = int(
+            ds.dataset(ops_dir / table, format="parquet", partitioning="hive").count_rows()
+        )
+    return inputs
+
+
 def _state_path() -> Path:
     return home() / STATE_FILE
 
@@ -240,10 +270,37 @@ def production_build(
     return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
 
 
+def skip_without_spark(target: str | None = None) -> BuildResult | None:
+    """On the embedded default: when the ledgers' Parquet files show nothing new since the last
+    production build, say so and return the skipped result, without starting Spark; else None."""
+    from poisonwatch.config import load_profile, spark_conf
+
+    name = target_name(target)
+    started = time.monotonic()
+    warehouse = spark_conf(name).get("spark.sql.warehouse.dir")
+    if load_profile(name).get("method") != "session" or not warehouse:
+        return None
+    inputs = read_inputs_from_files(Path(warehouse))
+    last = load_state(name)
+    if inputs is None or last is None:
+        return None
+    args, reason, changed = plan_build(inputs, last)
+    if args is not None:
+        return None
+    seconds = time.monotonic() - started
+    Console(stderr=True).print(f"poisonwatch build: skipped, {reason} (no Spark started)")
+    return BuildResult(False, reason, [], changed, seconds, inputs)
+
+
 def run_build(target: str | None = None, full_refresh: bool = False) -> BuildResult:
-    """`poisonwatch build`: connect to the target and run `production_build` in that session."""
+    """`poisonwatch build`: connect to the target and run `production_build` in that session.
+
+    On the embedded default the "nothing new" check reads the ledgers' Parquet files first, so a
+    build with nothing to do starts no JVM; any change (or any doubt) goes through Spark."""
     from poisonwatch.warehouse.engine import connect
 
+    if not full_refresh and (skipped := skip_without_spark(target)) is not None:
+        return skipped
     with connect(target) as engine:
         result = production_build(engine, target, full_refresh=full_refresh)
     Console(stderr=True).print(f"poisonwatch build: {result.seconds:.1f} s")
