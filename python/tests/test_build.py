@@ -7,10 +7,15 @@ builds through `production_build`.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from poisonwatch.cli import main as cli_main
+from poisonwatch.config import spark_conf
 from poisonwatch.warehouse.build import (
     NO_UNIT_TESTS,
     PRODUCTION,
@@ -121,26 +126,49 @@ def test_without_data_tests_keeps_one_exclude_flag() -> None:
     assert without_data_tests(partial) == [*partial, "test"]
 
 
-def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def _ledger_files(warehouse: Path, raw_db: str, ops_db: str, batches: list[str]) -> None:
+    """The ledger tables as Spark writes them: Parquet parts (+ _SUCCESS); action_log by run."""
+    ledger = warehouse / f"{raw_db}.db" / "ingested_files"
+    ledger.mkdir(parents=True, exist_ok=True)
+    rows = {"dataset": ["ssb_a", "ssb_a", "jms_b"][: len(batches)], "_batch_id": batches}
+    pq.write_table(pa.table(rows), ledger / f"part-{len(batches):05d}.parquet")
+    (ledger / "_SUCCESS").write_text("")
+    run = warehouse / f"{ops_db}.db" / "action_log" / "run_id=r1"
+    run.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"action_id": ["x", "y"]}), run / "part-00000.parquet")
 
+
+def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) -> None:
     project = tmp_path / "project"
     (project / "models").mkdir(parents=True)
     (project / "dbt_project.yml").write_text("vars: {raw_database: raw, ops_database: ops}\n")
     warehouse = tmp_path / "warehouse"
     assert read_inputs_from_files(warehouse, project) is None  # no ledger yet: ask Spark
-    ledger = warehouse / "raw.db" / "ingested_files"
-    ledger.mkdir(parents=True)
-    rows = {"dataset": ["ssb_a", "ssb_a", "jms_b"], "_batch_id": ["b1", "b2", "b1"]}
-    pq.write_table(pa.table(rows), ledger / "part-00000.parquet")
-    (ledger / "_SUCCESS").write_text("")
+    _ledger_files(warehouse, "raw", "ops", ["b1", "b2", "b1"])
+    shutil.rmtree(warehouse / "ops.db")
     assert read_inputs_from_files(warehouse, project) is None  # no action_log folder yet
-    run = warehouse / "ops.db" / "action_log" / "run_id=r1"
-    run.mkdir(parents=True)
-    pq.write_table(pa.table({"action_id": ["x", "y"]}), run / "part-00000.parquet")
+    _ledger_files(warehouse, "raw", "ops", ["b1", "b2", "b1"])
     inputs = read_inputs_from_files(warehouse, project)
     assert inputs is not None
     assert inputs.datasets == {"jms_b": [1, "b1"], "ssb_a": [2, "b2"]}
     assert inputs.ops == {"action_log": 2}
     assert inputs.project == project_fingerprint(project)
+
+
+def test_cli_build_with_nothing_new_starts_no_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`poisonwatch build` on the embedded default, its ledgers unchanged since the recorded
+    build: skipped from the files alone (a JVM start would fail the test: no java on PATH)."""
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("POISONWATCH_TARGET", "local")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-java"))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    warehouse = Path(spark_conf("local")["spark.sql.warehouse.dir"])
+    _ledger_files(warehouse, "raw", "poisonwatch_ops", ["b20261123T010000Z_00000000"])
+    inputs = read_inputs_from_files(warehouse)
+    assert inputs is not None
+    save_state("local", inputs, PRODUCTION)
+
+    assert cli_main(["build"]) == 0
+    assert "skipped, nothing new since the production build" in capsys.readouterr().err
