@@ -57,15 +57,15 @@ def floor_sequence(spark: Any, out_dir: Path, raw_database: str = "raw") -> None
         (fn.col("is_rollback") & fn.coalesce(~previous, fn.lit(True))).cast("int"),
     )
     runs = starts.withColumn("run_id", fn.sum("run_start").over(so_far))
-    lengths = (
-        runs.where("is_rollback")
-        .groupBy("message", "run_id")
-        .agg(fn.count("*").alias("run_length"))
+    # Per (message, run): the run's rollbacks (the attempts after it up to the next run carry
+    # its id but are not rollbacks), then per message the longest; messages without a rollback
+    # get 0. Both groupings are by keys the window already clustered on: no further shuffle.
+    result = (
+        runs.groupBy("message", "run_id")
+        .agg(fn.sum(fn.col("is_rollback").cast("int")).alias("run_length"))
         .groupBy("message")
         .agg(fn.max("run_length").alias("longest_rollback_run"))
     )
-    messages = attempts.select("message").distinct()
-    result = messages.join(lengths, "message", "left").fillna(0, ["longest_rollback_run"])
     shutil.rmtree(out_dir, ignore_errors=True)
     result.write.mode("overwrite").parquet(str(out_dir))
 
