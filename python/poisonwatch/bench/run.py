@@ -1,13 +1,15 @@
-"""`poisonwatch bench`: how long the pipeline takes per workload size, next to a floor.
+"""`poisonwatch bench`: how long the pipeline takes per workload size, next to its floors.
 
 For each size N the parent process generates about N × 1.01 attempts, moves about 1 % of them (the
 newest files, plus one older file: late-arriving data) into a delta landing folder, and runs a
 child process — one fresh Spark driver and store per size — that times, in one SparkSession:
 
-    ingest → floor (one scan and aggregate of the raw attempts) → dbt build --full-refresh
-    → ingest the delta → dbt build (incremental) → plan → apply
+    ingest → floor (one scan and aggregate of the raw attempts) → sequence floor (one sort per
+    message, plain PySpark) → ingest floor (plain Spark read + Parquet write of the landing files)
+    → poisonwatch build --full-refresh → ingest the delta → poisonwatch build (incremental)
+    → poisonwatch build (nothing new) → plan → apply
 
-and reads the driver JVM's peak resident memory. The parent adds derived figures and machine
+and reads the driver JVM's peak resident memory and each build's ten slowest dbt nodes. The parent adds derived figures and machine
 facts, merges them into `bench/results.json` (one object per size) and prints them as a table
 (also written as Markdown to `bench/results.md`).
 
