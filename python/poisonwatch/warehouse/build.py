@@ -9,8 +9,8 @@ depends on, cheaply:
   and the newest `_batch_id` (ingest gives every batch an id that sorts after every committed one);
 - the remediation ledger `poisonwatch_ops.action_log` (`apply` appends it last; the effects it
   commits are read through it): its row count;
-- the dbt project itself: a sha256 over models, macros, seeds, tests, snapshots, dbt_project.yml
-  and selectors.yml.
+- the dbt project itself: a sha256 over models, macros, seeds, tests, snapshots, dbt_project.yml,
+  selectors.yml and profiles.yml (a target's schema lives there).
 
 and compares it with what the last successful production build of this target saw (kept in the
 store, `production_build.json`):
@@ -45,7 +45,7 @@ from poisonwatch.config import home, project_root, target_name
 
 # The project files a build's result depends on (dbt's own parse inputs, less docs-only folders).
 PROJECT_DIRS = ("models", "macros", "seeds", "tests", "snapshots")
-PROJECT_FILES = ("dbt_project.yml", "selectors.yml", "packages.yml")
+PROJECT_FILES = ("dbt_project.yml", "selectors.yml", "packages.yml", "profiles.yml")
 LEDGER_TABLE = "ingested_files"
 # The remediation ledger: `apply` appends it last (its commit point), and the staging models of
 # its effect tables read only committed runs through it, so they are all downstream of it.
