@@ -9,9 +9,9 @@ child process — one fresh Spark driver and store per size — that times, in o
     → poisonwatch build --full-refresh → ingest the delta → poisonwatch build (incremental)
     → poisonwatch build (nothing new) → plan → apply
 
-and reads the driver JVM's peak resident memory and each build's ten slowest dbt nodes. The parent adds derived figures and machine
-facts, merges them into `bench/results.json` (one object per size) and prints them as a table
-(also written as Markdown to `bench/results.md`).
+and reads the driver JVM's peak resident memory and each build's ten slowest dbt nodes. The
+parent adds derived figures and machine facts, merges them into `bench/results.json` (one object
+per size) and prints them as tables (also written as Markdown to `bench/results.md`).
 
 The child is `python -m poisonwatch.bench --worker …`; speed goals are not asserted anywhere.
 """
