@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from poisonwatch.cli import main as cli_main
-from poisonwatch.config import spark_conf
+from poisonwatch.config import PoisonwatchError, spark_conf
 from poisonwatch.warehouse.build import (
     NO_UNIT_TESTS,
     PRODUCTION,
@@ -153,6 +153,10 @@ def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) ->
     assert inputs.datasets == {"jms_b": [1, "b1"], "ssb_a": [2, "b2"]}
     assert inputs.ops == {"action_log": 2}
     assert inputs.project == project_fingerprint(project)
+    # The database names go into SQL and paths: anything but an identifier is refused.
+    (project / "dbt_project.yml").write_text("vars: {raw_database: 'raw`; drop'}\n")
+    with pytest.raises(PoisonwatchError, match="not an identifier"):
+        read_inputs_from_files(warehouse, project)
 
 
 def test_cli_build_with_nothing_new_starts_no_spark(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +42,7 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from poisonwatch.config import home, project_root, target_name
+from poisonwatch.config import PoisonwatchError, home, project_root, target_name
 
 # The project files a build's result depends on (dbt's own parse inputs, less docs-only folders).
 PROJECT_DIRS = ("models", "macros", "seeds", "tests", "snapshots")
@@ -56,6 +57,7 @@ PRODUCTION = ["build", "--selector", "production"]
 NO_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 NO_DATA_TESTS = ["--exclude-resource-type", "test"]
 STATE_FILE = "production_build.json"
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -91,25 +93,39 @@ def project_fingerprint(root: Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def _project_vars(root: Path) -> dict[str, Any]:
+def _databases(root: Path) -> tuple[str, str]:
+    """The raw and ops databases (dbt_project.yml vars), checked to be plain identifiers: they
+    go into SQL and paths."""
     data = yaml.safe_load((root / "dbt_project.yml").read_text(encoding="utf-8")) or {}
-    return data.get("vars") or {}
+    dbt_vars = data.get("vars") or {}
+    names = (
+        str(dbt_vars.get("raw_database", "raw")),
+        str(dbt_vars.get("ops_database", "poisonwatch_ops")),
+    )
+    for name in names:
+        if not IDENTIFIER.fullmatch(name):
+            raise PoisonwatchError(f"dbt_project.yml: database name {name!r} is not an identifier")
+    return names
+
+
+def _table_exists(engine: Any, database: str, table: str) -> bool:
+    """`engine.table_exists`, false too when the database is missing (a store never built)."""
+    _, rows = engine.query(f"show databases like '{database}'")
+    return bool(rows) and engine.table_exists(database, table)
 
 
 def read_inputs(engine: Any, root: Path | None = None) -> BuildInputs:
     """The ledgers' figures and the project's fingerprint (a few small queries, no dbt)."""
     root = root or project_root()
-    dbt_vars = _project_vars(root)
-    raw_db = str(dbt_vars.get("raw_database", "raw"))
-    ops_db = str(dbt_vars.get("ops_database", "poisonwatch_ops"))
+    raw_db, ops_db = _databases(root)
     inputs = BuildInputs(project=project_fingerprint(root))
-    if engine.table_exists(raw_db, LEDGER_TABLE):
+    if _table_exists(engine, raw_db, LEDGER_TABLE):
         _, rows = engine.query(
             f"select dataset, count(*), max(_batch_id) from `{raw_db}`.`{LEDGER_TABLE}` "
             "group by dataset order by dataset"
         )
         inputs.datasets = {str(d): [int(n), str(b)] for d, n, b in rows}
-    present = [t for t in OPS_TABLES if engine.table_exists(ops_db, t)]
+    present = [t for t in OPS_TABLES if _table_exists(engine, ops_db, t)]
     if present:
         counts = ", ".join(f"(select count(*) from `{ops_db}`.`{t}`)" for t in present)
         _, rows = engine.query(f"select {counts}")
@@ -125,9 +141,9 @@ def read_inputs_from_files(warehouse: Path, root: Path | None = None) -> BuildIn
     import pyarrow.dataset as ds
 
     root = root or project_root()
-    dbt_vars = _project_vars(root)
-    ledger_dir = warehouse / f"{dbt_vars.get('raw_database', 'raw')}.db" / LEDGER_TABLE
-    ops_dir = warehouse / f"{dbt_vars.get('ops_database', 'poisonwatch_ops')}.db"
+    raw_db, ops_db = _databases(root)
+    ledger_dir = warehouse / f"{raw_db}.db" / LEDGER_TABLE
+    ops_dir = warehouse / f"{ops_db}.db"
     if not ledger_dir.is_dir() or not all((ops_dir / t).is_dir() for t in OPS_TABLES):
         return None
     inputs = BuildInputs(project=project_fingerprint(root))
