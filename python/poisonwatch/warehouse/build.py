@@ -133,12 +133,25 @@ def read_inputs(engine: Any, root: Path | None = None) -> BuildInputs:
     return inputs
 
 
+def parquet_parts(folder: Path) -> list[Path]:
+    """The data files of a table folder as Spark reads them: every file below it, partition
+    folders included, except names starting with `_` or `.` (`_SUCCESS`, `_temporary`, checksum
+    and staging files)."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        parts = path.relative_to(folder).parts
+        if path.is_file() and not any(p.startswith(("_", ".")) for p in parts):
+            found.append(path)
+    return found
+
+
 def read_inputs_from_files(warehouse: Path, root: Path | None = None) -> BuildInputs | None:
     """The same figures as read_inputs, read with pyarrow from the local target's warehouse
     folder (`<db>.db/<table>/`, Parquet) without starting Spark; None when a ledger table's
     folder is missing, so the caller asks Spark. Only a "nothing new" answer is taken from here:
-    starting the JVM would cost more than the whole check."""
-    import pyarrow.dataset as ds
+    starting the JVM would cost more than the whole check. (pyarrow.parquet, not
+    pyarrow.dataset: the latter imports pandas, seconds of the check.)"""
+    import pyarrow.parquet as pq
 
     root = root or project_root()
     raw_db, ops_db = _databases(root)
@@ -147,18 +160,21 @@ def read_inputs_from_files(warehouse: Path, root: Path | None = None) -> BuildIn
     if not ledger_dir.is_dir() or not all((ops_dir / t).is_dir() for t in OPS_TABLES):
         return None
     inputs = BuildInputs(project=project_fingerprint(root))
-    ledger = ds.dataset(ledger_dir, format="parquet").to_table(columns=["dataset", "_batch_id"])
     per_dataset: dict[str, list[Any]] = {}
-    for dataset, batch in zip(
-        ledger.column("dataset").to_pylist(), ledger.column("_batch_id").to_pylist(), strict=True
-    ):
-        entry = per_dataset.setdefault(str(dataset), [0, str(batch)])
-        entry[0] += 1
-        entry[1] = max(entry[1], str(batch))
+    for part in parquet_parts(ledger_dir):
+        table = pq.ParquetFile(part).read(columns=["dataset", "_batch_id"])
+        for dataset, batch in zip(
+            table.column("dataset").to_pylist(),
+            table.column("_batch_id").to_pylist(),
+            strict=True,
+        ):
+            entry = per_dataset.setdefault(str(dataset), [0, str(batch)])
+            entry[0] += 1
+            entry[1] = max(entry[1], str(batch))
     inputs.datasets = dict(sorted(per_dataset.items()))
-    for table in OPS_TABLES:
-        inputs.ops[table] = int(
-            ds.dataset(ops_dir / table, format="parquet", partitioning="hive").count_rows()
+    for table_name in OPS_TABLES:
+        inputs.ops[table_name] = sum(
+            pq.ParquetFile(part).metadata.num_rows for part in parquet_parts(ops_dir / table_name)
         )
     return inputs
 
