@@ -1,13 +1,14 @@
 """A small STOMP client for ActiveMQ Classic (stomp-py underneath): list queues, browse without
 consuming, take one message by id, and send + acknowledge inside one broker transaction.
 
-Every wait has a timeout; a broker that goes away raises `BrokerGone`, an ERROR frame raises
-`BrokerRefused` with the broker's own message (both `PoisonwatchError`s, so the CLI prints them
+Every wait has a timeout; a broker that goes away raises `BrokerGoneError`, an ERROR frame raises
+`BrokerRefusedError` with the broker's own message (both `PoisonwatchError`s, so the CLI prints them
 cleanly). Bodies are bytes; headers are the broker's (STOMP 1.2, escapes decoded).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import queue
@@ -51,11 +52,11 @@ class BrokerError(PoisonwatchError):
     """A broker operation failed."""
 
 
-class BrokerGone(BrokerError):
+class BrokerGoneError(BrokerError):
     """The connection to the broker is lost (or could not be made)."""
 
 
-class BrokerRefused(BrokerError):
+class BrokerRefusedError(BrokerError):
     """The broker answered with an ERROR frame; the message is the broker's reason."""
 
 
@@ -132,20 +133,20 @@ class StompClient:
                 self.target.user, self.target.password, wait=True, headers={"host": "localhost"}
             )
         except (stomp.exception.ConnectFailedException, OSError) as exc:
-            raise BrokerGone(
+            raise BrokerGoneError(
                 f"cannot connect to broker {self.target.name} at "
                 f"{self.target.host}:{self.target.port}: {exc or type(exc).__name__}"
             ) from exc
         if not self._conn.is_connected():
-            raise BrokerGone(f"broker {self.target.name} refused the connection: {self._errors}")
+            raise BrokerGoneError(
+                f"broker {self.target.name} refused the connection: {self._errors}"
+            )
         return self
 
     def close(self) -> None:
         if self._conn.is_connected():
-            try:
+            with contextlib.suppress(Exception):
                 self._conn.disconnect()
-            except Exception:
-                pass
 
     def __enter__(self) -> StompClient:
         return self.connect()
@@ -158,9 +159,9 @@ class StompClient:
 
     def _check(self) -> None:
         if self._errors:
-            raise BrokerRefused(self._errors.pop(0))
+            raise BrokerRefusedError(self._errors.pop(0))
         if self._gone.is_set():
-            raise BrokerGone(f"lost the connection to broker {self.target.name}")
+            raise BrokerGoneError(f"lost the connection to broker {self.target.name}")
 
     def _subscribe(self, destination: str, ack: str, headers: dict[str, str]) -> str:
         self._check()
@@ -169,16 +170,16 @@ class StompClient:
         try:
             self._conn.subscribe(destination, id=sub_id, ack=ack, headers=headers)
         except Exception as exc:
-            raise BrokerGone(f"lost the connection to broker {self.target.name}: {exc}") from exc
+            raise BrokerGoneError(
+                f"lost the connection to broker {self.target.name}: {exc}"
+            ) from exc
         return sub_id
 
     def _unsubscribe(self, sub_id: str) -> None:
         self._subs.pop(sub_id, None)
         if self._conn.is_connected():
-            try:
+            with contextlib.suppress(Exception):
                 self._conn.unsubscribe(sub_id)
-            except Exception:
-                pass
 
     def _next(self, sub_id: str, timeout: float) -> Any:
         """The next frame of a subscription, or None after `timeout` seconds."""
@@ -202,7 +203,7 @@ class StompClient:
         try:
             fn(*args, **kw)
         except Exception as exc:
-            raise BrokerGone(
+            raise BrokerGoneError(
                 f"lost the connection to broker {self.target.name} during {what}: {exc}"
             ) from exc
 
@@ -212,7 +213,7 @@ class StompClient:
         while not event.wait(0.2):
             self._check()
             if time.monotonic() > deadline:
-                raise BrokerGone(f"no receipt from broker {self.target.name} for {what}")
+                raise BrokerGoneError(f"no receipt from broker {self.target.name} for {what}")
         self._receipts.pop(receipt, None)
         self._check()
 
@@ -227,18 +228,17 @@ class StompClient:
         self._wait_receipt(receipt, what)
 
     # --- reading ----------------------------------------------------------------------------
-    def list_queues(self, wait: float = 1.5) -> list[str] | None:
+    def list_queues(self, first_wait: float = 10.0, idle: float = 1.0) -> list[str] | None:
         """Queue names from the advisory topic (the broker replays one advisory per existing
         queue to a new subscriber). None when the broker sends nothing (advisories off, or no
-        JSON transformation on the broker's class path)."""
-        sub = self._subscribe(
-            ADVISORY_QUEUES, "auto", {"transformation": "jms-advisory-json"}
-        )
+        JSON transformation on the broker's class path). The first advisory can take seconds
+        (the broker loads its JSON marshaller); the rest follow at once."""
+        sub = self._subscribe(ADVISORY_QUEUES, "auto", {"transformation": "jms-advisory-json"})
         names: dict[str, bool] = {}
         got_any = False
         try:
             while True:
-                frame = self._next(sub, wait)
+                frame = self._next(sub, idle if got_any else first_wait)
                 if frame is None:
                     break
                 got_any = True
@@ -265,7 +265,7 @@ class StompClient:
             while True:
                 frame = self._next(sub, self.timeout)
                 if frame is None:
-                    raise BrokerGone(
+                    raise BrokerGoneError(
                         f"broker {self.target.name} stopped answering while browsing "
                         f"{queue_name} (no end-of-browse within {self.timeout:.0f} s)"
                     )
@@ -323,10 +323,8 @@ class StompClient:
 
     def abort(self, tx: str) -> None:
         if self._conn.is_connected():
-            try:
+            with contextlib.suppress(Exception):
                 self._conn.abort(tx)
-            except Exception:
-                pass
 
 
 class _Listener:

@@ -113,9 +113,7 @@ def _safe_file_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "_"
 
 
-def choose_queues(
-    target: BrokerTarget, patterns: list[str], listed: list[str] | None
-) -> list[str]:
+def choose_queues(target: BrokerTarget, patterns: list[str], listed: list[str] | None) -> list[str]:
     """Queues to browse: the names/patterns asked for (all queues when none) plus every
     dead-letter queue; without a listing, only exact names (and the shared DLQ)."""
     if listed is None:
