@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from poisonwatch.broker.actions import (
+    ACTION_PROPERTY,
     JOURNAL_QUEUE,
     LIVE_ACTION_TYPES,
-    ACTION_PROPERTY,
     LiveAction,
     Outcome,
     execute,
