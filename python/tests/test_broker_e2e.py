@@ -228,7 +228,7 @@ def test_apply_on_the_broker_exactly_once_under_kills(world: dict[str, Any]) -> 
     assert total >= 200
 
     # 1. kill -9 in the middle of the broker phase
-    proc = _apply(world, {"POISONWATCH_CRASH_AT": "during:broker", "POISONWATCH_CRASH_DELAY": "3"})
+    proc = _apply(world, {"POISONWATCH_CRASH_AT": "during:broker", "POISONWATCH_CRASH_DELAY": "1"})
     log, _ = proc.communicate(timeout=1200)
     assert proc.returncode == -signal.SIGKILL, log[-3000:]
     first = _moved(broker)
