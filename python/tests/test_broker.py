@@ -227,3 +227,31 @@ def test_collect_keeps_finished_files_when_the_broker_dies(
     with pytest.raises(BrokerGoneError):
         StompClient(target, timeout=3).connect()
     broker.start()
+
+
+def test_collect_command_line(broker: ActiveMQ, tmp_path: Path) -> None:
+    """The CLI path: exit 0 with files; a broker that is not there: exit 1, a clear message."""
+    import subprocess
+    import sys
+
+    from activemq import free_port
+
+    exe = str(Path(sys.executable).parent / "poisonwatch")
+    ok = subprocess.run(
+        [exe, "collect", "--broker", broker.url, "--queues", "c.orders", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "c.orders: 3" in ok.stdout
+    assert len(_read(tmp_path / "jms_queue_snapshots")) >= 3
+    dead = f"stomp://127.0.0.1:{free_port()}?name=nobody"
+    bad = subprocess.run(
+        [exe, "collect", "--broker", dead, "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 1
+    assert "cannot connect to broker nobody" in bad.stdout + bad.stderr
