@@ -242,7 +242,7 @@ def test_apply_on_the_broker_exactly_once_under_kills(world: dict[str, Any]) -> 
     _wait("apply moving messages again", lambda: _moved(broker) >= first + 20, timeout=600)
     broker.restart(kill=True)
     log, _ = proc.communicate(timeout=1200)
-    assert proc.returncode == 1 and "stopped" in log, log[-3000:]
+    assert proc.returncode == 2 and "stopped: lost the connection" in log, log[-3000:]
 
     # 3. kill -9 after the broker step, before the ledger write
     proc = _apply(world, {"POISONWATCH_CRASH_AT": "before_commit"})
