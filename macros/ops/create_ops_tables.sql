@@ -126,6 +126,16 @@
             ('replayed_at', 'timestamp'),
             ('run_id', 'string'),
         ],
+        'failed_broker_actions': [
+            ('action_id', 'string'),
+            ('action_type', 'string'),
+            ('broker_name', 'string'),
+            ('queue_name', 'string'),
+            ('message_id', 'string'),
+            ('reason', 'string'),
+            ('failed_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
         'purged_failure_logs': [
             ('action_id', 'string'),
             ('consumer_id', 'string'),

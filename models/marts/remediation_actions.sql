@@ -11,7 +11,8 @@
 -- macros in macros/remediation from validated, quoted values; a row whose target fails
 -- validation keeps a null statement, a `review_reason`, and is never applied.
 -- `action_id` = sha2 of type, target keys and policy: the same data gives the same ids, so
--- an action recorded in the ops ledger `action_log` shows `applied` and is not planned again.
+-- an action recorded in the ops ledger `action_log` shows `applied` (or `failed`, when a live
+-- broker could not run it) and is not planned again.
 
 {%- set review_types = ['inspect_message'] %}
 
@@ -24,7 +25,8 @@ action_log as (
     select
         action_id,
         min(applied_at) as applied_at,
-        min_by(run_id, applied_at) as run_id
+        min_by(run_id, applied_at) as run_id,
+        min_by(outcome, applied_at) as outcome
     from {{ ref('stg_ops__action_log') }}
     group by action_id
 ),
@@ -753,7 +755,12 @@ with_status as (
         with_collateral.*,
         action_log.applied_at,
         action_log.run_id as applied_run_id,
-        case when action_log.action_id is not null then 'applied' else 'pending' end as status
+        case
+            when action_log.action_id is null then 'pending'
+            -- a live broker could not run it (poisonwatch_ops.failed_broker_actions says why)
+            when action_log.outcome = 'failed' then 'failed'
+            else 'applied'
+        end as status
     from with_collateral
     left join action_log
         on with_collateral.action_id = action_log.action_id
@@ -814,7 +821,7 @@ final as (
     from with_status
     -- Applied actions stay visible; an action no longer needed (the message is not live any
     -- more, the consumer is already disabled) is not planned.
-    where status = 'applied' or is_needed
+    where status in ('applied', 'failed') or is_needed
 )
 
 select * from final

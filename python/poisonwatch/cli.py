@@ -120,15 +120,34 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from poisonwatch.remediation import Filters, run_plan
 
     filters = Filters(queue=args.queue, action_type=args.type)
-    run_plan(filters, Path(args.sql) if args.sql else None, target=args.target)
+    run_plan(filters, Path(args.sql) if args.sql else None, target=args.target, brokers=args.broker)
     return 0
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from poisonwatch.broker import collect, print_result, resolve_broker
+    from poisonwatch.config import home
+
+    target = resolve_broker(args.broker)
+    patterns = [q.strip() for q in (args.queues or "").split(",") if q.strip()]
+    out = Path(args.out) if args.out else home() / "landing"
+    result = collect(target, patterns, out=out, every=args.every, count=args.count)
+    print_result(result)
+    if args.ingest and result.files:
+        from poisonwatch.ingest import ingest
+        from poisonwatch.ingest import print_summary as print_ingest
+        from poisonwatch.warehouse.engine import connect
+
+        with connect(args.target) as engine:
+            print_ingest(ingest(engine, out))
+    return 1 if result.error else 0
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
     from poisonwatch.remediation import Filters, run_apply
 
     filters = Filters(queue=args.queue, action_type=args.type, limit=args.limit)
-    run_apply(filters, yes=args.yes, target=args.target)
+    run_apply(filters, yes=args.yes, target=args.target, brokers=args.broker)
     return 0
 
 
@@ -230,13 +249,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
     p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
+    p.add_argument(
+        "--broker", action="append", default=None, help="a live broker (see apply --broker)"
+    )
     p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser(
+        "collect", help="browse a live ActiveMQ broker's queues and DLQs into landing files"
+    )
+    p.add_argument(
+        "--broker", required=True, help="stomp://HOST:PORT[?name=B] or a name in brokers.yml"
+    )
+    p.add_argument(
+        "--queues",
+        default=None,
+        help="comma-separated queue names or patterns (orders.*); default: every queue. "
+        "Dead-letter queues are always included",
+    )
+    p.add_argument(
+        "--out", default=None, help="landing folder (default: $POISONWATCH_HOME/landing)"
+    )
+    p.add_argument("--every", type=float, default=None, metavar="SECONDS", help="repeat period")
+    p.add_argument("--count", type=int, default=1, help="number of snapshots (with --every)")
+    p.add_argument("--ingest", action="store_true", help="ingest the landing folder afterwards")
+    p.set_defaults(func=_cmd_collect)
 
     p = sub.add_parser("apply", help="apply pending actions exactly once (dry run without --yes)")
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type")
     p.add_argument("--limit", type=int, default=None, help="apply at most N actions")
     p.add_argument("--yes", action="store_true", help="really apply (default: dry run)")
+    p.add_argument(
+        "--broker",
+        action="append",
+        default=None,
+        help="run JMS actions on this live ActiveMQ broker: stomp://HOST:PORT?name=B or a "
+        "name in $POISONWATCH_HOME/brokers.yml (repeat; brokers.yml's are live anyway)",
+    )
     p.set_defaults(func=_cmd_apply)
 
     p = sub.add_parser("replay", help="request dead-lettered JMS messages back to their queue")

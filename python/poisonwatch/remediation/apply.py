@@ -17,6 +17,7 @@ applied and written to $POISONWATCH_HOME/scripts/apply-<run_id>.sql for a DBA (s
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from collections import Counter
@@ -29,6 +30,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from poisonwatch.config import PoisonwatchError
 from poisonwatch.remediation.ledger import (
     EFFECT_TABLES,
     MART_DATABASE,
@@ -51,6 +53,7 @@ from poisonwatch.remediation.plan import (
     render_script,
     write_script,
 )
+from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.schemas import RAW_DATABASE
 
 SB_HOLDING_TABLE = "dbo.PoisonwatchParkedMessages"
@@ -78,6 +81,9 @@ class ApplyResult:
     runs: list[str] = field(default_factory=list)
     scripts: list[Path] = field(default_factory=list)
     recovered: dict[str, list[str]] = field(default_factory=dict)
+    broker: Counter[str] = field(default_factory=Counter)  # live outcomes by status
+    failures: list[Any] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)  # queues parked messages went back to
 
 
 def _actions_relation(ids: list[str]) -> str:
@@ -218,15 +224,74 @@ def _insert_effects(
         )
 
 
-def _commit(engine: Any, ids: list[str], run_id: str, at: dt.datetime) -> None:
-    """The commit point: the batch's action_log rows in one insert that writes one file."""
+def _id_set(ids: list[str]) -> str:
+    return "(" + (", ".join(sql_string(i) for i in ids) or "null") + ")"
+
+
+def _committed(engine: Any, ids: list[str]) -> set[str]:
+    """Which of these action ids the ledger has (committed by some run)."""
+    if not ids:
+        return set()
+    _, rows = engine.query(
+        f"select distinct action_id from `{ops_database()}`.`action_log` "
+        f"where action_id in {_id_set(ids)}"
+    )
+    return {str(r[0]) for r in rows}
+
+
+def _commit(
+    engine: Any,
+    ids: list[str],
+    run_id: str,
+    at: dt.datetime,
+    on_broker: list[str] | None = None,
+    failed: list[str] | None = None,
+) -> None:
+    """The commit point: the batch's action_log rows in one insert that writes one file.
+    Outcome: `failed` (a live broker could not run it), `applied_on_broker`, `script_written`
+    (T-SQL for a DBA) or `applied` (recorded; commands file for the agent platform)."""
     a = _actions_relation(ids)
     engine.execute(
         f"insert into `{ops_database()}`.`action_log` (action_id, run_id, applied_at, outcome) "
         f"select /*+ COALESCE(1) */ a.action_id, {sql_string(run_id)}, {sql_string(at)}, "
-        f"case when a.statement_language = 'tsql' then 'script_written' else 'applied' end "
+        f"case when a.action_id in {_id_set(failed or [])} then 'failed' "
+        f"when a.action_id in {_id_set(on_broker or [])} then 'applied_on_broker' "
+        f"when a.statement_language = 'tsql' then 'script_written' else 'applied' end "
         f"from {a}"
     )
+
+
+def _insert_failures(
+    engine: Any, failures: list[Any], run_id: str, at: dt.datetime, partitioned: bool
+) -> None:
+    """`failed_broker_actions` rows: the broker's reason for each action it could not run."""
+    rows = ", ".join(
+        "("
+        + ", ".join(
+            sql_string(v)
+            for v in (
+                o.action.action_id,
+                o.action.action_type,
+                o.action.broker_name,
+                o.action.queue_name,
+                o.action.message_id,
+                o.detail[:2000],
+            )
+        )
+        + f", timestamp {sql_string(at)})"
+        for o in failures
+    )
+    cols = "action_id, action_type, broker_name, queue_name, message_id, reason, failed_at"
+    table = f"`{ops_database()}`.`failed_broker_actions`"
+    if partitioned:
+        engine.execute(
+            f"insert into {table} partition (run_id = {sql_string(run_id)}) ({cols}) values {rows}"
+        )
+    else:
+        engine.execute(
+            f"insert into {table} ({cols}, run_id) select *, {sql_string(run_id)} "
+            f"from (values {rows})"
+        )
 
 
 def _write_run_files(actions: list[dict[str, Any]], run_id: str) -> list[Path]:
@@ -265,9 +330,15 @@ def apply_actions(
     batch_size: int = 1000,
     console: Console | None = None,
     on_step: Callable[[str], None] | None = None,
+    brokers: dict[str, Any] | None = None,
 ) -> ApplyResult:
-    """Apply pending actions (the caller holds lock's file lock)."""
+    """Apply pending actions (the caller holds lock's file lock). JMS dead_letter,
+    retry_from_dlq, park and discard actions of a broker in `brokers` (name → BrokerTarget)
+    run on that live broker first (poisonwatch.broker), then go to the ledger."""
+    from poisonwatch.broker import BrokerError, LiveRunner
+
     console = console or Console()
+    live = LiveRunner(brokers or {})
     ensure_ops_tables(engine)
     lock.acquire_lease(engine, getattr(engine, "target", ""))
     try:
@@ -291,10 +362,14 @@ def apply_actions(
         plan = load_pending(engine, filters)
         result.planned = len(plan.actions)
         if not yes:
-            print_plan(plan, console)
+            print_plan(plan, console, live_brokers=set(live.brokers))
             if plan.actions:
                 console.print("[bold]Dry run:[/bold] nothing applied. Run again with --yes.")
             return result
+        live_names = {a["broker_name"] for a in plan.actions if live.is_live(a)}
+        if live_names:
+            live.prepare(live_names, lambda ids: _committed(engine, ids))
+            result.released = list(live.released)
         if not plan.actions:
             console.print("[green]Nothing to apply.[/green]")
             return result
@@ -311,11 +386,42 @@ def apply_actions(
             transient=False,
         ) as progress:
             task = progress.add_task("actions", total=len(plan.actions))
+            stop: BrokerError | None = None
             for batch in batches:
                 run_id = new_run_id()
                 at = utcnow()
-                ids = [a["action_id"] for a in batch]
-                types = {a["action_type"] for a in batch}
+                # Live broker actions first: each is one broker transaction (with its journal
+                # marker); a kill after it and before the ledger is settled by the next run.
+                outcomes: dict[str, Any] = {}
+                crash_point("before_broker")
+                with crash_during("broker"):
+                    for a in batch:
+                        if stop is None and live.is_live(a):
+                            progress.update(task, description=f"broker {a['broker_name']}")
+                            try:
+                                outcomes[a["action_id"]] = live.run(a)
+                            except BrokerError as exc:
+                                stop = exc
+                crash_point("after_broker")
+                # not yet run (broker lost) or busy (in delivery to a consumer): stay pending
+                batch = [
+                    a
+                    for a in batch
+                    if not live.is_live(a)
+                    or (a["action_id"] in outcomes and outcomes[a["action_id"]].status != "busy")
+                ]
+                for o in outcomes.values():
+                    result.broker[o.status] += 1
+                    if o.status == "failed":
+                        result.failures.append(o)
+                if not batch:
+                    if stop is not None:
+                        break
+                    continue
+                failed = [i for i, o in outcomes.items() if o.status == "failed"]
+                on_broker = [i for i, o in outcomes.items() if o.done]
+                ids = [a["action_id"] for a in batch if a["action_id"] not in failed]
+                types = {a["action_type"] for a in batch if a["action_id"] not in failed}
                 tables = sorted({t for ty in types for t in EFFECTS.get(ty, ())})
                 crash_point("before_effects")
                 for table in tables:
@@ -323,15 +429,34 @@ def apply_actions(
                     with crash_during(table):
                         _insert_effects(engine, table, ids, run_id, at, partitioned[table])
                     crash_point(f"after:{table}")
-                result.scripts += _write_run_files(batch, run_id)
+                if failed:
+                    _insert_failures(
+                        engine,
+                        [outcomes[i] for i in failed],
+                        run_id,
+                        at,
+                        partitioned["failed_broker_actions"],
+                    )
+                result.scripts += _write_run_files(
+                    [a for a in batch if a["action_id"] not in outcomes], run_id
+                )
                 crash_point("before_commit")
                 with crash_during("action_log"):
-                    _commit(engine, ids, run_id, at)
+                    _commit(engine, ids + failed, run_id, at, on_broker, failed)
                 crash_point("after_commit")
                 result.runs.append(run_id)
                 for a in batch:
-                    result.applied[a["action_type"]] += 1
+                    if a["action_id"] not in failed:
+                        result.applied[a["action_type"]] += 1
+                for name in {a["broker_name"] for a in batch if a["action_id"] in on_broker}:
+                    with contextlib.suppress(BrokerError):
+                        live.forget(
+                            name,
+                            {i for i in on_broker if outcomes[i].action.broker_name == name},
+                        )
                 progress.advance(task, len(batch))
+                if stop is not None:
+                    break
         for table in {t for ty in result.applied for t in EFFECTS.get(ty, ())}:
             run_list = ", ".join(sql_string(r) for r in result.runs)
             result.effect_rows[table] = int(
@@ -340,8 +465,15 @@ def apply_actions(
                     f"where run_id in ({run_list})"
                 )
             )
+        if stop is not None:
+            raise PoisonwatchError(
+                f"stopped: {stop}. Every action applied before is in the ledger; run apply "
+                "again when the broker is back (actions it already ran are found in its "
+                "journal, not run twice)."
+            )
         return result
     finally:
+        live.close()
         lock.release_lease()
 
 
@@ -363,6 +495,18 @@ def print_result(result: ApplyResult, console: Console | None = None) -> None:
             ", ".join(str(result.effect_rows.get(t, 0)) for t in effects),
         )
     console.print(table)
+    if result.broker:
+        console.print(
+            "on the live broker(s): "
+            + ", ".join(f"{n} {status}" for status, n in sorted(result.broker.items()))
+        )
+    for o in result.failures[:20]:
+        console.print(
+            f"[yellow]failed[/yellow] {o.action.action_type} {terminal(o.action.message_id)}: "
+            f"{terminal(o.detail)}"
+        )
+    if result.released:
+        console.print(f"parked messages re-sent to: {terminal(', '.join(result.released))}")
     console.print(f"run(s): {', '.join(result.runs)}")
     for path in result.scripts:
         console.print(f"wrote {path}")
@@ -374,16 +518,24 @@ def print_result(result: ApplyResult, console: Console | None = None) -> None:
 
 
 def run_apply(
-    filters: Filters, yes: bool, target: str | None = None, batch_size: int = 1000
+    filters: Filters,
+    yes: bool,
+    target: str | None = None,
+    batch_size: int = 1000,
+    brokers: list[str] | None = None,
 ) -> ApplyResult:
+    """`brokers`: `--broker` values (stomp:// URLs or names in brokers.yml), added to the
+    brokers of $POISONWATCH_HOME/brokers.yml; their JMS actions run live."""
+    from poisonwatch.broker import live_brokers
     from poisonwatch.warehouse.engine import connect
 
+    live = live_brokers(brokers)
     lock = ApplyLock()
     lock.acquire_file()  # before Spark starts: a second apply refuses at once
     try:
         crash_point("locked")
         with connect(target) as engine:
-            result = apply_actions(engine, filters, yes, lock, batch_size=batch_size)
+            result = apply_actions(engine, filters, yes, lock, batch_size=batch_size, brokers=live)
         print_result(result)
         return result
     finally:

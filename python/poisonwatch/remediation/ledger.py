@@ -115,6 +115,18 @@ EFFECT_TABLES: dict[str, list[tuple[str, str]]] = {
         ("replayed_at", "timestamp"),
         ("run_id", "string"),
     ],
+    # JMS actions a live broker could not run (message gone, broker refused), with its reason;
+    # their action_log outcome is `failed`, so they are not retried forever.
+    "failed_broker_actions": [
+        ("action_id", "string"),
+        ("action_type", "string"),
+        ("broker_name", "string"),
+        ("queue_name", "string"),
+        ("message_id", "string"),
+        ("reason", "string"),
+        ("failed_at", "timestamp"),
+        ("run_id", "string"),
+    ],
     "purged_failure_logs": [
         ("action_id", "string"),
         ("consumer_id", "string"),

@@ -136,13 +136,35 @@ def load_pending(engine: Any, filters: Filters) -> Plan:
     return Plan(actions, counts)
 
 
-def print_plan(plan: Plan, console: Console | None = None, max_rows: int = 50) -> None:
+def runs_where(action: dict[str, Any], live_brokers: set[str]) -> str:
+    """`live`: executed on a connected ActiveMQ broker by `apply --yes`; `script`: written for
+    someone else to run (T-SQL for a DBA, Artemis/agent commands); `review`: never applied."""
+    from poisonwatch.broker import LIVE_ACTION_TYPES
+
+    if action.get("requires_review") or not action.get("statement"):
+        return "review"
+    if (
+        action.get("broker_kind") == "jms"
+        and action.get("action_type") in LIVE_ACTION_TYPES
+        and action.get("broker_name") in live_brokers
+    ):
+        return "live"
+    return "script"
+
+
+def print_plan(
+    plan: Plan,
+    console: Console | None = None,
+    max_rows: int = 50,
+    live_brokers: set[str] | None = None,
+) -> None:
     console = console or Console()
+    live_brokers = live_brokers or set()
     if not plan.actions:
         console.print("[green]Nothing to do:[/green] no pending remediation actions.")
         return
     table = Table(title=f"Pending remediation actions ({len(plan.actions)})")
-    for col in ("#", "type", "target", "reason", "review", "collateral", "action_id"):
+    for col in ("#", "type", "target", "reason", "review", "collateral", "run", "action_id"):
         table.add_column(col, overflow="fold")
     for a in plan.actions[:max_rows]:
         target = " / ".join(
@@ -162,6 +184,7 @@ def print_plan(plan: Plan, console: Console | None = None, max_rows: int = 50) -
             str(a["reason"] or ""),
             review,
             str(a["collateral_message_count"] or 0),
+            runs_where(a, live_brokers),
             a["action_id"][:12],
         )
     console.print(table)
@@ -173,6 +196,12 @@ def print_plan(plan: Plan, console: Console | None = None, max_rows: int = 50) -
     for (action_type, target), n in sorted(plan.counts.items()):
         by.add_row(action_type, target, str(n))
     console.print(by)
+    where = Counter(runs_where(a, live_brokers) for a in plan.actions)
+    console.print(
+        f"run: {where['live']} live on broker(s) "
+        f"{', '.join(sorted(live_brokers)) or '(none connected)'}, {where['script']} "
+        f"script-only (T-SQL / commands files), {where['review']} review"
+    )
     review = sum(1 for a in plan.actions if a["requires_review"])
     console.print(
         f"{len(plan.actions)} pending action(s), {review} for review only (never applied by "
@@ -248,12 +277,19 @@ def write_script(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def run_plan(filters: Filters, sql_file: Path | None = None, target: str | None = None) -> Plan:
+def run_plan(
+    filters: Filters,
+    sql_file: Path | None = None,
+    target: str | None = None,
+    brokers: list[str] | None = None,
+) -> Plan:
+    from poisonwatch.broker import live_brokers
     from poisonwatch.warehouse.engine import connect
 
+    live = set(live_brokers(brokers))
     with connect(target) as engine:
         plan = load_pending(engine, filters)
-    print_plan(plan)
+    print_plan(plan, live_brokers=live)
     if sql_file is not None:
         write_script(sql_file, render_script(plan.actions, "pending remediation actions"))
         n = sum(1 for a in plan.actions if a["statement_language"] == "tsql" and a["statement"])

@@ -1,0 +1,213 @@
+"""`poisonwatch collect`: browse a live ActiveMQ Classic broker's queues (dead-letter queues
+included) into `jms_queue_snapshots` landing files, without consuming anything.
+
+One file per queue and round, written to a temporary name and renamed when the queue's browse
+ended: a broker that goes away mid-run stops the run with a clear error, and every file already
+there is complete (the half-browsed queue leaves no file).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import fnmatch
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from poisonwatch.broker.client import BrokerError, BrokerMessage, StompClient
+from poisonwatch.broker.profiles import BrokerTarget
+from poisonwatch.config import PoisonwatchError, home
+from poisonwatch.textsafe import terminal
+
+DATASET = "jms_queue_snapshots"
+# The landing contract's columns, in order (poisonwatch/schemas.py).
+COLUMNS = (
+    "snapshot_at",
+    "broker_name",
+    "address",
+    "queue_name",
+    "message_id",
+    "enqueued_at",
+    "delivery_count",
+    "priority",
+    "group_id",
+    "orig_address",
+    "orig_queue",
+    "message_type",
+    "body",
+    "properties",
+)
+# Set in `properties` when `body` holds base64 because the body is not UTF-8 text.
+BODY_ENCODING_PROPERTY = "poisonwatch_body_encoding"
+
+
+@dataclass
+class CollectResult:
+    broker_name: str
+    rounds: int = 0
+    files: list[Path] = field(default_factory=list)
+    messages: int = 0
+    per_queue: dict[str, int] = field(default_factory=dict)
+    listed: bool = False
+    error: str | None = None
+
+
+def iso(ts: dt.datetime) -> str:
+    return ts.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _millis(value: str | None) -> str | None:
+    try:
+        ms = int(value or "")
+    except ValueError:
+        return None
+    if ms <= 0:
+        return None
+    return iso(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def snapshot_row(target: BrokerTarget, msg: BrokerMessage, snapshot_at: str) -> dict[str, object]:
+    """One `jms_queue_snapshots` record for a browsed message."""
+    props = msg.properties
+    try:
+        body = msg.body.decode("utf-8")
+    except UnicodeDecodeError:
+        body = base64.b64encode(msg.body).decode("ascii")
+        props[BODY_ENCODING_PROPERTY] = "base64"
+    orig_queue = msg.original_queue
+    orig_address = props.get("_AMQ_ORIG_ADDRESS") or orig_queue
+    row: dict[str, object] = {
+        "snapshot_at": snapshot_at,
+        "broker_name": target.name,
+        # ActiveMQ Classic has no address/queue split: the address is the queue.
+        "address": msg.queue,
+        "queue_name": msg.queue,
+        "message_id": msg.message_id,
+        "enqueued_at": _millis(msg.headers.get("timestamp")),
+        "delivery_count": _int(props.get("JMSXDeliveryCount")),
+        "priority": _int(msg.headers.get("priority")),
+        "group_id": props.get("JMSXGroupID"),
+        "orig_address": orig_address,
+        "orig_queue": orig_queue,
+        "message_type": msg.headers.get("type"),
+        "body": body,
+        "properties": json.dumps(props, ensure_ascii=False, sort_keys=True),
+    }
+    return {c: row[c] for c in COLUMNS}
+
+
+def _safe_file_part(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "_"
+
+
+def choose_queues(target: BrokerTarget, patterns: list[str], listed: list[str] | None) -> list[str]:
+    """Queues to browse: the names/patterns asked for (all queues when none) plus every
+    dead-letter queue; without a listing, only exact names (and the shared DLQ)."""
+    if listed is None:
+        wild = [p for p in patterns if any(ch in p for ch in "*?[")]
+        if wild or not patterns:
+            raise PoisonwatchError(
+                f"broker {target.name} does not list its queues (no advisory messages over "
+                "STOMP: advisorySupport off, or xstream/jettison missing from the broker's class "
+                "path): give exact names with --queues"
+            )
+        names = list(patterns) + [target.dlq_for(p) for p in patterns]
+        return sorted(set(names) | {target.shared_dlq})
+    if patterns:
+        chosen = {q for q in listed if any(fnmatch.fnmatchcase(q, p) for p in patterns)}
+    else:
+        chosen = {q for q in listed if not q.startswith("ActiveMQ.Advisory.")}
+    chosen |= {q for q in listed if target.is_dlq(q)}
+    return sorted(chosen)
+
+
+def collect_once(
+    client: StompClient,
+    target: BrokerTarget,
+    patterns: list[str],
+    out: Path,
+    result: CollectResult,
+) -> None:
+    """One round: list, browse, write one file per non-empty queue."""
+    folder = out / DATASET
+    folder.mkdir(parents=True, exist_ok=True)
+    listed = client.list_queues()
+    result.listed = listed is not None
+    now = dt.datetime.now(dt.UTC)
+    snapshot_at = iso(now)
+    stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
+    for queue_name in choose_queues(target, patterns, listed):
+        final = folder / (
+            f"{_safe_file_part(target.name)}-{stamp}-{_safe_file_part(queue_name)}.jsonl"
+        )
+        tmp = final.with_name("." + final.name + ".tmp")
+        n = 0
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for msg in client.browse(queue_name):
+                    fh.write(json.dumps(snapshot_row(target, msg, snapshot_at)) + "\n")
+                    n += 1
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        if n:
+            os.replace(tmp, final)
+            result.files.append(final)
+        else:
+            tmp.unlink()
+        result.messages += n
+        result.per_queue[queue_name] = result.per_queue.get(queue_name, 0) + n
+    result.rounds += 1
+
+
+def collect(
+    target: BrokerTarget,
+    patterns: list[str],
+    out: Path | None = None,
+    every: float | None = None,
+    count: int = 1,
+    console: Console | None = None,
+) -> CollectResult:
+    """Browse the broker `count` times, `every` seconds apart. A lost broker ends the run with
+    `result.error` set (files of finished queues stay); the caller decides the exit code."""
+    console = console or Console(stderr=True)
+    out = out or home() / "landing"
+    result = CollectResult(broker_name=target.name)
+    client = StompClient(target)
+    try:
+        client.connect()
+        for i in range(max(count, 1)):
+            started = time.monotonic()
+            collect_once(client, target, patterns, out, result)
+            if i + 1 < count and every:
+                time.sleep(max(0.0, every - (time.monotonic() - started)))
+    except BrokerError as exc:
+        result.error = str(exc)
+        console.print(f"[red]collect stopped:[/red] {terminal(str(exc))}")
+    finally:
+        client.close()
+    return result
+
+
+def print_result(result: CollectResult, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(
+        f"broker {terminal(result.broker_name)}: {result.rounds} round(s), "
+        f"{result.messages} message(s) in {len(result.files)} file(s)"
+        + ("" if result.listed else " (queues not listed by the broker)")
+    )
+    for queue_name, n in sorted(result.per_queue.items()):
+        console.print(f"  {terminal(queue_name)}: {n}")

@@ -1,0 +1,132 @@
+"""Which live brokers poisonwatch may talk to: `--broker URL` or `$POISONWATCH_HOME/brokers.yml`.
+
+```yaml
+brokers:
+  orders-broker:                     # broker_name as it appears in the landing files
+    url: stomp://mq1.example.com:61613
+    user: poisonwatch                # optional
+    password_env: ORDERS_MQ_PASSWORD # optional: the password is read from this variable
+    dlq_prefix: "DLQ."               # individualDeadLetterStrategy queuePrefix ("" = shared DLQ)
+    shared_dlq: ActiveMQ.DLQ         # the shared dead-letter queue
+```
+
+A URL is `stomp://[user:password@]host:port[?name=BROKER_NAME&dlq_prefix=DLQ.]`; without
+`name`, the broker name is `host:port`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from poisonwatch.config import PoisonwatchError, home
+
+PROFILES_FILE = "brokers.yml"
+
+
+@dataclass(frozen=True)
+class BrokerTarget:
+    name: str
+    host: str
+    port: int
+    user: str | None = None
+    password: str | None = None
+    dlq_prefix: str = "DLQ."
+    shared_dlq: str = "ActiveMQ.DLQ"
+
+    def dlq_for(self, queue_name: str) -> str:
+        """The dead-letter queue the broker itself uses for `queue_name`."""
+        return f"{self.dlq_prefix}{queue_name}" if self.dlq_prefix else self.shared_dlq
+
+    def is_dlq(self, queue_name: str) -> bool:
+        return queue_name == self.shared_dlq or bool(
+            self.dlq_prefix and queue_name.startswith(self.dlq_prefix)
+        )
+
+
+def parse_broker_url(url: str, name: str | None = None) -> BrokerTarget:
+    parts = urlsplit(url)
+    if parts.scheme != "stomp" or not parts.hostname:
+        raise PoisonwatchError(f"broker URL must look like stomp://HOST:PORT, got {url!r}")
+    try:
+        port = parts.port or 61613
+    except ValueError as exc:
+        raise PoisonwatchError(f"broker URL {url!r}: bad port") from exc
+    query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    return BrokerTarget(
+        name=name or query.get("name") or f"{parts.hostname}:{port}",
+        host=parts.hostname,
+        port=port,
+        user=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        dlq_prefix=query.get("dlq_prefix", "DLQ."),
+        shared_dlq=query.get("shared_dlq", "ActiveMQ.DLQ"),
+    )
+
+
+def profiles_path() -> Path:
+    return home() / PROFILES_FILE
+
+
+def load_profiles(path: Path | None = None) -> dict[str, BrokerTarget]:
+    """Every broker of brokers.yml (empty when the file does not exist)."""
+    import yaml
+
+    path = path or profiles_path()
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise PoisonwatchError(f"{path}: not valid YAML: {exc}") from exc
+    brokers = data.get("brokers") if isinstance(data, dict) else None
+    if not isinstance(brokers, dict):
+        raise PoisonwatchError(f"{path}: expected a mapping `brokers:` of broker names")
+    out: dict[str, BrokerTarget] = {}
+    for name, entry in brokers.items():
+        out[str(name)] = _target_from_entry(path, str(name), entry)
+    return out
+
+
+def _target_from_entry(path: Path, name: str, entry: Any) -> BrokerTarget:
+    if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+        raise PoisonwatchError(f"{path}: broker {name!r} needs a `url: stomp://HOST:PORT`")
+    target = parse_broker_url(entry["url"], name=name)
+    password = target.password
+    if entry.get("password_env"):
+        var = str(entry["password_env"])
+        if var not in os.environ:
+            raise PoisonwatchError(f"{path}: broker {name!r}: ${var} is not set")
+        password = os.environ[var]
+    return BrokerTarget(
+        name=name,
+        host=target.host,
+        port=target.port,
+        user=str(entry["user"]) if entry.get("user") is not None else target.user,
+        password=password,
+        dlq_prefix=str(entry.get("dlq_prefix", target.dlq_prefix)),
+        shared_dlq=str(entry.get("shared_dlq", target.shared_dlq)),
+    )
+
+
+def resolve_broker(spec: str) -> BrokerTarget:
+    """`spec` is a stomp:// URL or a broker name from brokers.yml."""
+    if spec.startswith("stomp://"):
+        return parse_broker_url(spec)
+    profiles = load_profiles()
+    if spec not in profiles:
+        known = ", ".join(sorted(profiles)) or f"none ({profiles_path()} does not exist)"
+        raise PoisonwatchError(f"unknown broker {spec!r}; known brokers: {known}")
+    return profiles[spec]
+
+
+def live_brokers(explicit: list[str] | None = None) -> dict[str, BrokerTarget]:
+    """Brokers with a connection: brokers.yml plus any `--broker` given (by broker name)."""
+    out = dict(load_profiles())
+    for spec in explicit or []:
+        target = resolve_broker(spec)
+        out[target.name] = target
+    return out

@@ -1,0 +1,198 @@
+"""A real ActiveMQ Classic broker for tests: config in a temp folder, STOMP on a free loopback
+port, no openwire/JMX/web console, started and stopped by its PID.
+
+The Debian package `activemq` (5.17) provides the broker (`activemq.jar`) and the STOMP
+transport; `ensure_activemq()` installs it where it is missing and the tests run as root (CI).
+xstream and jettison (dependencies of the package) go on the broker's class path so that STOMP
+clients can read advisory messages as JSON (`transformation: jms-advisory-json`), which is how
+`poisonwatch collect` lists queues.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import quoteattr
+
+ACTIVEMQ_HOME = Path("/usr/share/activemq")
+ACTIVEMQ_JAR = ACTIVEMQ_HOME / "bin" / "activemq.jar"
+EXTRA_CLASSPATH = ("/usr/share/java/xstream.jar", "/usr/share/java/jettison.jar")
+# The broker-side redelivery plugin refuses delays of 1000 ms or less.
+MIN_REDELIVERY_DELAY_MS = 1100
+
+_CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans
+    http://www.springframework.org/schema/beans/spring-beans.xsd
+    http://activemq.apache.org/schema/core
+    http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName={name}
+          dataDirectory={data} useJmx="false" schedulerSupport="true" persistent="true"
+          advisorySupport="true">
+    <destinationPolicy>
+      <policyMap>
+        <policyEntries>
+          <policyEntry queue="&gt;">
+            <deadLetterStrategy>
+              <individualDeadLetterStrategy queuePrefix="DLQ." useQueueForQueueMessages="true"
+                                            processNonPersistent="true"/>
+            </deadLetterStrategy>
+          </policyEntry>
+        </policyEntries>
+      </policyMap>
+    </destinationPolicy>
+    <plugins>
+      <redeliveryPlugin fallbackToDeadLetter="true" sendToDlqIfMaxRetriesExceeded="true">
+        <redeliveryPolicyMap>
+          <redeliveryPolicyMap>
+            <redeliveryPolicyEntries>{entries}
+            </redeliveryPolicyEntries>
+            <defaultEntry>
+              <redeliveryPolicy maximumRedeliveries={max_redeliveries}
+                                initialRedeliveryDelay={delay} redeliveryDelay={delay}/>
+            </defaultEntry>
+          </redeliveryPolicyMap>
+        </redeliveryPolicyMap>
+      </redeliveryPlugin>
+    </plugins>
+    <persistenceAdapter><kahaDB directory={kahadb}/></persistenceAdapter>
+    <systemUsage><systemUsage><storeUsage><storeUsage limit="1 gb"/></storeUsage>
+      <tempUsage><tempUsage limit="512 mb"/></tempUsage></systemUsage></systemUsage>
+    <transportConnectors>
+      <transportConnector name="stomp" uri={stomp_uri}/>
+    </transportConnectors>
+  </broker>
+</beans>
+"""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ensure_activemq() -> str | None:
+    """Install the Debian package when missing (as root); None when ready, else why not."""
+    if ACTIVEMQ_JAR.exists():
+        return None
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        return "ActiveMQ Classic is not installed (apt-get install activemq) and this is not root"
+    cmd = "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq activemq"
+    if shutil.which("flock"):
+        cmd = f"flock /tmp/apt.lock sh -c '{cmd}'"
+    proc = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=False)
+    if proc.returncode != 0 or not ACTIVEMQ_JAR.exists():
+        return f"apt-get install activemq failed: {proc.stderr[-500:]}"
+    return None
+
+
+@dataclass
+class ActiveMQ:
+    """One broker instance in `folder`; `queue_redeliveries` overrides the broker's
+    maximumRedeliveries per queue (the default applies to every other queue)."""
+
+    folder: Path
+    name: str = "pwtest"
+    max_redeliveries: int = 3
+    delay_ms: int = MIN_REDELIVERY_DELAY_MS
+    queue_redeliveries: dict[str, int] = field(default_factory=dict)
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"stomp://127.0.0.1:{self.port}?name={self.name}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def write_config(self) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = free_port()
+        entries = "".join(
+            f"\n              <redeliveryPolicy queue={quoteattr(q)} maximumRedeliveries="
+            f'"{n}" initialRedeliveryDelay="{self.delay_ms}" redeliveryDelay="{self.delay_ms}"/>'
+            for q, n in self.queue_redeliveries.items()
+        )
+        data = self.folder / "data"
+        conf = self.folder / "conf" / "activemq.xml"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text(
+            _CONFIG.format(
+                name=quoteattr(self.name),
+                data=quoteattr(str(data)),
+                kahadb=quoteattr(str(data / "kahadb")),
+                entries=entries,
+                max_redeliveries=quoteattr(str(self.max_redeliveries)),
+                delay=quoteattr(str(self.delay_ms)),
+                stomp_uri=quoteattr(f"stomp://127.0.0.1:{self.port}"),
+            )
+        )
+        return conf
+
+    def start(self, timeout: float = 120) -> ActiveMQ:
+        conf = self.write_config()
+        base = self.folder
+        cmd = [
+            "java",
+            "-Xms64m",
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            f"-Dactivemq.classpath={':'.join(EXTRA_CLASSPATH)}",
+            f"-Dactivemq.base={base}",
+            f"-Dactivemq.conf={base / 'conf'}",
+            f"-Dactivemq.data={base / 'data'}",
+            f"-Dactivemq.home={ACTIVEMQ_HOME}",
+            f"-Djava.io.tmpdir={base / 'data'}",
+            "-jar",
+            str(ACTIVEMQ_JAR),
+            "start",
+            f"xbean:file:{conf}",
+        ]
+        (base / "data").mkdir(parents=True, exist_ok=True)
+        log = (base / "broker.log").open("ab")
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=base, start_new_session=True
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ActiveMQ exited at start: {self.log_tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return self
+            except OSError:
+                time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"ActiveMQ did not open its STOMP port in {timeout} s")
+
+    def stop(self, kill: bool = False, timeout: float = 60) -> None:
+        """Stop by PID: SIGTERM (or SIGKILL when `kill`), SIGKILL after `timeout`."""
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+    def restart(self, kill: bool = True) -> ActiveMQ:
+        """Stop (SIGKILL by default: a crash) and start again on the same port and store."""
+        self.stop(kill=kill)
+        return self.start()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        path = self.folder / "broker.log"
+        return path.read_text(errors="replace")[-chars:] if path.exists() else ""

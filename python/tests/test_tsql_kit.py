@@ -1,0 +1,43 @@
+"""docs/service_broker_kit.sql (the Service Broker half of seed 004): sqlfluff's tsql dialect
+parses every batch, the CATCH block rolls back before it records the incident, and each export
+view writes exactly the landing contract's columns, in order."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import sqlfluff
+
+from poisonwatch.warehouse.schemas import DATASETS
+
+KIT = Path(__file__).resolve().parents[2] / "docs" / "service_broker_kit.sql"
+
+
+def _views() -> dict[str, str]:
+    text = KIT.read_text()
+    found = re.findall(
+        r"CREATE VIEW dbo\.poisonwatch_(\w+)\s+AS\s+(.*?)\nGO", text, flags=re.DOTALL
+    )
+    return dict(found)
+
+
+def test_the_kit_parses_as_tsql() -> None:
+    # raises sqlfluff.api.APIParsingError on any unparsable section
+    tree = sqlfluff.parse(KIT.read_text(), dialect="tsql")
+    assert tree
+
+
+def test_the_catch_block_rolls_back_before_recording() -> None:
+    catch = KIT.read_text().split("BEGIN CATCH", 1)[1].split("END CATCH", 1)[0]
+    assert catch.index("ROLLBACK TRANSACTION") < catch.index("INSERT INTO")
+    assert "N'rolled_back'" in catch
+
+
+def test_export_views_write_the_landing_contract_columns() -> None:
+    views = _views()
+    assert set(views) == {"ssb_receive_attempts", "ssb_queue_snapshots", "ssb_queue_states"}
+    for dataset, body in views.items():
+        json_part = body.split("FOR JSON", 1)[0].rsplit("SELECT", 1)[1]
+        aliases = re.findall(r"\bAS (\w+),?\n", json_part)
+        assert aliases == DATASETS[dataset].column_names, dataset
