@@ -89,6 +89,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         attempts=args.attempts,
         target=args.target,
+        report=Path(args.report) if args.report else None,
     )
     return 0
 
@@ -132,10 +133,20 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from poisonwatch.report import run_report
+
+    run_report(Path(args.out) if args.out else None, since=args.since, target=args.target)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="poisonwatch",
         description="Find poison messages in Service Broker and JMS queues; remove them safely.",
+        epilog="example: poisonwatch demo --attempts 3000   (then open the report it writes)\n"
+        "         poisonwatch COMMAND --help   (each command's options and an example)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--target",
@@ -144,7 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("generate", help="write a deterministic workload of landing files + labels")
+    p = sub.add_parser(
+        "generate",
+        help="write a deterministic workload of landing files + labels",
+        epilog="example: poisonwatch generate --out landing --seed 7 --attempts 100000",
+    )
     p.add_argument("--out", required=True, help="landing folder to write")
     p.add_argument("--seed", type=int, default=42, help="random seed (same seed, same bytes)")
     p.add_argument(
@@ -158,17 +173,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_generate)
 
-    p = sub.add_parser("ingest", help="load landing files into raw tables (rejects kept)")
+    p = sub.add_parser(
+        "ingest",
+        help="load landing files into raw tables (rejects kept)",
+        epilog="example: poisonwatch ingest --strict landing",
+    )
     p.add_argument("landing", help="landing folder: one sub-folder per dataset")
     p.add_argument("--strict", action="store_true", help="exit 1 when anything was rejected")
     p.set_defaults(func=_cmd_ingest)
 
-    p = sub.add_parser("sql", help="run Spark SQL on the warehouse of the current target")
+    p = sub.add_parser(
+        "sql",
+        help="run Spark SQL on the warehouse of the current target",
+        epilog='example: poisonwatch sql "select * from poisonwatch.queue_health" --format csv',
+    )
     p.add_argument("query", help="one Spark SQL statement")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.set_defaults(func=_cmd_sql)
 
-    p = sub.add_parser("check", help="great-expectations suites over raw tables and marts")
+    p = sub.add_parser(
+        "check",
+        help="great-expectations suites over raw tables and marts",
+        epilog="example: poisonwatch check --suite marts -v",
+    )
     p.add_argument(
         "--suite",
         default=None,
@@ -191,38 +218,68 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="list every expectation")
     p.set_defaults(func=_cmd_check)
 
-    p = sub.add_parser("demo", help="generate → ingest → dbt build, on the current target")
+    p = sub.add_parser(
+        "demo",
+        help="generate → ingest → dbt build → apply → dbt build → report, one screen",
+        epilog="example: poisonwatch demo --attempts 3000 --report /tmp/report.html",
+    )
     p.add_argument("--landing", default=None, help="landing folder (default: under the store)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--attempts", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
+    p.add_argument(
+        "--attempts", type=_positive_int, default=20_000, help="workload size (default 20000)"
+    )
+    p.add_argument(
+        "--report",
+        default=None,
+        metavar="FILE",
+        help="where to write the report (default: poisonwatch-report.html in the store)",
+    )
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("verify", help="compare the marts with a generator's labels.jsonl")
+    p = sub.add_parser(
+        "verify",
+        help="compare the marts with a generator's labels.jsonl",
+        epilog="example: poisonwatch verify landing/labels.jsonl",
+    )
     p.add_argument("labels", help="labels.jsonl written by `poisonwatch generate`")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser(
-        "cluster", help="a local Spark standalone cluster + Thrift server (target `cluster`)"
+        "cluster",
+        help="a local Spark standalone cluster + Thrift server (target `cluster`)",
+        epilog="example: poisonwatch cluster start --workers 2",
     )
     p.add_argument("action", choices=("start", "stop", "status"))
     p.add_argument("--workers", type=int, default=None, help="number of workers (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="start-up timeout in seconds")
     p.set_defaults(func=_cmd_cluster)
 
-    p = sub.add_parser("plan", help="show pending remediation actions; --sql writes a T-SQL script")
+    p = sub.add_parser(
+        "plan",
+        help="show pending remediation actions; --sql writes a T-SQL script",
+        epilog="example: poisonwatch plan --queue dbo.ExpenseQueue --sql remediation.sql",
+    )
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
     p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
     p.set_defaults(func=_cmd_plan)
 
-    p = sub.add_parser("apply", help="apply pending actions exactly once (dry run without --yes)")
+    p = sub.add_parser(
+        "apply",
+        help="apply pending actions exactly once (dry run without --yes)",
+        epilog="example: poisonwatch apply --type end_conversation --yes",
+    )
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type")
     p.add_argument("--limit", type=int, default=None, help="apply at most N actions")
     p.add_argument("--yes", action="store_true", help="really apply (default: dry run)")
     p.set_defaults(func=_cmd_apply)
 
-    p = sub.add_parser("replay", help="request dead-lettered JMS messages back to their queue")
+    p = sub.add_parser(
+        "replay",
+        help="request dead-lettered JMS messages back to their queue",
+        epilog='example: poisonwatch replay --message-id ID:app01-1 --note "fixed upstream"',
+    )
     p.add_argument("--message-id", action="append", required=True, help="JMSMessageID (repeat)")
     p.add_argument("--broker", default=None, help="broker name (default: any)")
     p.add_argument("--queue", default=None, help="the DLQ (default: whichever holds it)")
@@ -230,8 +287,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_replay)
 
     p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page with plots of what the marts say",
+        description="Write one self-contained HTML page (no scripts, no network requests) with "
+        "plots of failures, poison, dead letters, queue health, breakers and remediation.",
+        epilog="example: poisonwatch report --out report.html --since 1d",
+    )
+    p.add_argument(
+        "--out", default=None, metavar="FILE", help="default: poisonwatch-report.html here"
+    )
+    p.add_argument(
+        "--since",
+        default=None,
+        metavar="DURATION",
+        help="only the last DURATION before the newest attempt (e.g. 90m, 6h, 2d, 1w)",
+    )
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
         "bench",
         help="time ingest, full and incremental dbt build, plan/apply against a floor, per size",
+        epilog="example: poisonwatch bench --attempts 100000 --keep",
     )
     p.add_argument(
         "--attempts",
@@ -261,6 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_bench)
 
+    # Each command's own --help starts with its one-line summary.
+    for action in sub._choices_actions:
+        command = sub.choices[action.dest]
+        command.description = command.description or action.help
     return parser
 
 

@@ -11,14 +11,14 @@ import datetime as dt
 import os
 from pathlib import Path
 
+import browser
 import pytest
+from fixtures.report_data import HOSTILE, report_data
 
 from poisonwatch.config import PoisonwatchError
 from poisonwatch.report import charts, page
 from poisonwatch.report.queries import MAX_WINDOWS, choose_window
 from poisonwatch.report.run import parse_duration
-import browser
-from fixtures.report_data import HOSTILE, report_data
 
 GENERATED = dt.datetime(2026, 11, 23, 0, 0, 0)
 
@@ -68,7 +68,8 @@ def test_the_browser_check_catches_a_broken_page(tmp_path: Path) -> None:
     good = page.render(report_data(with_optional=False), "/s", "local", GENERATED)
     broken = good.replace(
         '<figure class="chart" data-chart="actions">',
-        '<figure class="chart" data-chart="actions"></figure><figure class="x">', 1
+        '<figure class="chart" data-chart="actions"></figure><figure class="x">',
+        1,
     ).replace("</main>", '<img src="http://example.invalid/x.png"></main>')
     # Without the page's CSP, so that a script would run and its error show.
     broken = broken.replace('http-equiv="Content-Security-Policy"', 'name="x"')

@@ -308,7 +308,7 @@ def apply_actions(
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=console,
-            transient=False,
+            transient=True,  # print_result (or the demo's line) says what was done
         ) as progress:
             task = progress.add_task("actions", total=len(plan.actions))
             for batch in batches:

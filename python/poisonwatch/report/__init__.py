@@ -8,6 +8,6 @@ May import: `poisonwatch.config`, `poisonwatch.textsafe`, `poisonwatch.warehouse
 
 from __future__ import annotations
 
-from poisonwatch.report.run import ReportResult, write_report
+from poisonwatch.report.run import ReportResult, run_report, write_report
 
-__all__ = ["ReportResult", "write_report"]
+__all__ = ["ReportResult", "run_report", "write_report"]

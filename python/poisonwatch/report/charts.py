@@ -4,8 +4,8 @@ SVG keeps the page self-contained without JavaScript: it renders where scripts a
 attachments, CI artifact viewers with a strict Content-Security-Policy), it is a few tens of
 kilobytes per chart whatever the store's size (the inputs are aggregates), and text stays text
 (`svg.fonttype = none`), so no font is embedded and nothing is fetched. Text that came from the
-data goes through `label()` (control characters removed, shortened), and matplotlib escapes it
-for XML; math parsing is off, so a `$` in a queue name is just a dollar sign.
+data goes through `label()` (textsafe: control characters made visible, shortened), and
+matplotlib escapes it for XML; math parsing is off, so a `$` in a queue name is just a dollar.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ import matplotlib
 import matplotlib.dates as mdates
 from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
+
+from poisonwatch import textsafe
 
 CLASS_COLORS = {
     "transient": "#4c9be8",
@@ -55,13 +57,12 @@ _RC = {
     "xtick.color": "#444444",
     "ytick.color": "#444444",
 }
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2066-\u2069]")
 
 
 def label(text: Any, limit: int = 40) -> str:
-    """Data text fit for a chart: no control or bidi characters, at most `limit` characters."""
-    clean = _CONTROL.sub(" ", "" if text is None else str(text)).strip()
-    return clean if len(clean) <= limit else clean[: limit - 1] + "…"
+    """Data text fit for a chart: control and bidi characters shown as escapes
+    (`textsafe.neutralise`), at most `limit` characters."""
+    return textsafe.neutralise("" if text is None else str(text).strip(), limit)
 
 
 @contextmanager
@@ -256,9 +257,7 @@ def queue_health(
     names = list(series)
     with _style("queues"):
         fig = Figure(figsize=(WIDTH, 0.4 + 1.9 * len(names)), layout="constrained")
-        axes = fig.subplots(
-            len(names), 2, squeeze=False, sharex=True, width_ratios=(3, 2)
-        )
+        axes = fig.subplots(len(names), 2, squeeze=False, sharex=True, width_ratios=(3, 2))
         lim = (_naive(start), _naive(end) + dt.timedelta(seconds=seconds))
         for (left, right), name in zip(axes, names, strict=True):
             rows = sorted(series[name], key=lambda r: r[0])
@@ -379,7 +378,9 @@ def actions(rows: Sequence[tuple[str, str, int, int]]) -> str:
         return to_svg(fig)
 
 
-def backtest(columns: Sequence[str], rows: Sequence[tuple[Any, ...]], metrics: Sequence[str]) -> str:
+def backtest(
+    columns: Sequence[str], rows: Sequence[tuple[Any, ...]], metrics: Sequence[str]
+) -> str:
     """Candidates side by side: one group of bars per candidate, one bar per metric."""
     shown = [m for m in metrics if m in columns]
     with _style("backtest-" + "-".join(shown)):

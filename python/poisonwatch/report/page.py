@@ -91,7 +91,11 @@ def table(
     if not rows:
         return '<p class="empty">No rows.</p>'
     numeric = [
-        all(isinstance(r[i], int | float) and not isinstance(r[i], bool) for r in rows if r[i] is not None)
+        all(
+            isinstance(r[i], int | float) and not isinstance(r[i], bool)
+            for r in rows
+            if r[i] is not None
+        )
         and any(r[i] is not None for r in rows)
         for i in range(len(headers))
     ]
@@ -104,7 +108,9 @@ def table(
         cells = []
         for i, value in enumerate(row):
             cls = "num" if numeric[i] else ("mono" if i in mono else "")
-            cells.append(f'<td class="{cls}">{fmt(value)}</td>' if cls else f"<td>{fmt(value)}</td>")
+            cells.append(
+                f'<td class="{cls}">{fmt(value)}</td>' if cls else f"<td>{fmt(value)}</td>"
+            )
         body.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -176,12 +182,22 @@ def sections(data: ReportData) -> list[Section]:
             if data.failure_groups
             else None,
             table(
-                ["#", "error", "class", "normalised message", "failures", "messages", "queues",
-                 "last seen"],
-                [(i + 1, r[0], r[1], r[2], r[3], r[4], r[5], r[7])
-                 for i, r in enumerate(data.failure_groups)],
+                [
+                    "#",
+                    "error",
+                    "class",
+                    "normalised message",
+                    "failures",
+                    "messages",
+                    "queues",
+                    "last seen",
+                ],
+                [
+                    (i + 1, r[0], r[1], r[2], r[3], r[4], r[5], r[7])
+                    for i, r in enumerate(data.failure_groups)
+                ],
                 mono=(3,),
-            ),  # fmt: skip
+            ),
         )
     )
     out.append(_queue_section(data))
@@ -244,9 +260,21 @@ def _queue_section(data: ReportData) -> Section:
     w = data.window
     assert w is not None
     rows = []
-    for kind, server, database, broker, queue, _at, depth, age, poison, run, longest, risk, _d in (
-        data.queue_latest[:20]
-    ):
+    for (
+        kind,
+        server,
+        database,
+        broker,
+        queue,
+        _at,
+        depth,
+        age,
+        poison,
+        run,
+        longest,
+        risk,
+        _d,
+    ) in data.queue_latest[:20]:
         where = f"{server}.{database}" if kind == "service_broker" else broker
         rows.append((where, queue, depth, age, poison, run, longest, risk))
     more = len(data.queue_latest) - len(rows)
@@ -256,17 +284,24 @@ def _queue_section(data: ReportData) -> Section:
         f"The {len(data.queue_series)} queues most at risk: depth and oldest message age (left), "
         f"the run of whole-transaction rollbacks against Service Broker's {ROLLBACK_LIMIT}-rollback"
         " disable (right); red bands are windows in which the queue was disabled. The table shows "
-        "each queue's latest snapshot" + (f" (first 20 of {len(data.queue_latest)})." if more > 0 else "."),
-        _chart(
-            "queues", lambda: charts.queue_health(data.queue_series, w.start, w.end, w.seconds)
-        )
+        "each queue's latest snapshot"
+        + (f" (first 20 of {len(data.queue_latest)})." if more > 0 else "."),
+        _chart("queues", lambda: charts.queue_health(data.queue_series, w.start, w.end, w.seconds))
         if data.queue_series
         else None,
         table(
-            ["server / broker", "queue", "depth", "oldest (s)", "poison", "rollback run",
-             "longest run", "risk"],
+            [
+                "server / broker",
+                "queue",
+                "depth",
+                "oldest (s)",
+                "poison",
+                "rollback run",
+                "longest run",
+                "risk",
+            ],
             rows,
-        ),  # fmt: skip
+        ),
     )
 
 
@@ -288,11 +323,20 @@ def _breaker_section(data: ReportData) -> Section:
         if data.breaker_cells
         else None,
         table(
-            ["consumer", "mode", "any-type run / M", "same-type run / N", "exception",
-             "servers", "state", "reason", "disabled"],
+            [
+                "consumer",
+                "mode",
+                "any-type run / M",
+                "same-type run / N",
+                "exception",
+                "servers",
+                "state",
+                "reason",
+                "disabled",
+            ],
             rows,
             mono=(4,),
-        ),  # fmt: skip
+        ),
     )
 
 
@@ -354,14 +398,18 @@ def render(data: ReportData, store: str, target: str, generated_at: dt.datetime)
     nav = "".join(f'<a href="#{s.key}">{esc(s.title.split(":")[0])}</a>' for s in parts)
     body = []
     for s in parts:
-        chart = '<p class="empty">Nothing to plot in this range.</p>' if s.chart is None else s.chart
+        chart = (
+            '<p class="empty">Nothing to plot in this range.</p>' if s.chart is None else s.chart
+        )
         body.append(
             f'<section id="{s.key}"><h2>{esc(s.title)}</h2><p class="note">{esc(s.note)}</p>'
             f"{chart}{s.table}</section>"
         )
     if not parts:
-        body.append('<section><p class="empty">The store has no attempts yet: run '
-                    "<code>poisonwatch ingest</code> and <code>dbt build</code> first.</p></section>")  # fmt: skip
+        body.append(
+            '<section><p class="empty">The store has no attempts yet: run <code>poisonwatch '
+            "ingest</code> and <code>dbt build</code> first.</p></section>"
+        )
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from poisonwatch.engine import Engine
+    from poisonwatch.warehouse.engine import Engine
 
 MARTS = "poisonwatch"
 INTERMEDIATE = "poisonwatch_intermediate"
@@ -90,8 +90,8 @@ class ReportData:
     poison_declared: list[tuple[dt.datetime, str, str, int]] = field(default_factory=list)
     poison_by_reason: list[tuple[str, str, str, int, int]] = field(default_factory=list)
     dlq_arrivals: list[tuple[dt.datetime, int]] = field(default_factory=list)
-    dlq_thresholds: list[tuple[dt.datetime, str, float | None, float | None, float | None]] = (
-        field(default_factory=list)
+    dlq_thresholds: list[tuple[dt.datetime, str, float | None, float | None, float | None]] = field(
+        default_factory=list
     )
     failure_groups: list[tuple[Any, ...]] = field(default_factory=list)
     queue_latest: list[tuple[Any, ...]] = field(default_factory=list)
@@ -245,7 +245,9 @@ def _collect_queues(engine: Engine, data: ReportData, window: Window) -> None:
     if not chosen:
         return
     keys = " or ".join(
-        "(" + " and ".join(_equals(col, val) for col, val in zip(KEY_COLUMNS, row[:5], strict=True)) + ")"
+        "("
+        + " and ".join(_equals(col, val) for col, val in zip(KEY_COLUMNS, row[:5], strict=True))
+        + ")"
         for row in chosen
     )
     _, rows = engine.query(

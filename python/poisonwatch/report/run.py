@@ -16,7 +16,7 @@ from poisonwatch.report import page
 from poisonwatch.report.queries import collect
 
 if TYPE_CHECKING:
-    from poisonwatch.engine import Engine
+    from poisonwatch.warehouse.engine import Engine
 
 DEFAULT_OUT = Path("poisonwatch-report.html")
 _UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -36,18 +36,14 @@ def parse_duration(text: str) -> int:
     parts = re.findall(r"(\d+)\s*(min|[smhdw])", text.strip().lower())
     joined = "".join(f"{n}{u}" for n, u in parts)
     if not parts or joined != re.sub(r"\s+", "", text.strip().lower()):
-        raise PoisonwatchError(
-            f"--since {text!r}: expected a duration such as 90m, 6h, 2d or 1w"
-        )
+        raise PoisonwatchError(f"--since {text!r}: expected a duration such as 90m, 6h, 2d or 1w")
     seconds = sum(int(n) * _UNITS[u] for n, u in parts)
     if seconds <= 0:
         raise PoisonwatchError(f"--since {text!r}: the duration must be longer than zero")
     return seconds
 
 
-def write_report(
-    engine: Engine, out: Path | None = None, since: str | None = None
-) -> ReportResult:
+def write_report(engine: Engine, out: Path | None = None, since: str | None = None) -> ReportResult:
     """Write the report to `out` (atomically: a reader never sees half a page)."""
     started = time.monotonic()
     path = (out or DEFAULT_OUT).resolve()
@@ -72,3 +68,23 @@ def write_report(
         sections=sections,
         charts=text.count('<figure class="chart"'),
     )
+
+
+def run_report(
+    out: Path | None = None, since: str | None = None, target: str | None = None
+) -> Path:
+    """`poisonwatch report`: write the page for the current target and say where it is."""
+    from rich.console import Console
+
+    from poisonwatch.warehouse.engine import connect
+
+    if since:
+        parse_duration(since)  # a bad --since fails before Spark starts
+    with connect(target) as engine:
+        result = write_report(engine, out, since)
+    Console(stderr=True).print(
+        f"report: {len(result.sections)} sections, {result.charts} charts, "
+        f"{result.size_bytes / 1024:,.0f} KB in {result.seconds:.1f} s"
+    )
+    print(result.path)
+    return result.path
