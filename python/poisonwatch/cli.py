@@ -62,7 +62,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def _cmd_sql(args: argparse.Namespace) -> int:
     from poisonwatch.warehouse.sqlrun import run_sql
 
-    run_sql(args.query, fmt=args.format, target=args.target)
+    run_sql(args.query, fmt=args.format, target=args.target, wide=args.wide)
     return 0
 
 
@@ -84,14 +84,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from poisonwatch.demo import run_demo
 
-    run_demo(
+    run = run_demo(
         Path(args.landing) if args.landing else None,
         seed=args.seed,
         attempts=args.attempts,
         target=args.target,
         report=Path(args.report) if args.report else None,
     )
-    return 0
+    return 0 if run.ok else 1
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -114,7 +114,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from poisonwatch.remediation import Filters, run_plan
 
     filters = Filters(queue=args.queue, action_type=args.type)
-    run_plan(filters, Path(args.sql) if args.sql else None, target=args.target)
+    run_plan(
+        filters,
+        Path(args.sql) if args.sql else None,
+        target=args.target,
+        wide=args.wide,
+        fmt=args.format,
+    )
     return 0
 
 
@@ -189,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("query", help="one Spark SQL statement")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--wide", action="store_true", help="table: long values whole, not cut")
     p.set_defaults(func=_cmd_sql)
 
     p = sub.add_parser(
@@ -262,6 +269,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
     p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
+    p.add_argument("--wide", action="store_true", help="every row, every value whole")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="json/csv: every column of every action on stdout",
+    )
     p.set_defaults(func=_cmd_plan)
 
     p = sub.add_parser(

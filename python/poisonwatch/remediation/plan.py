@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from poisonwatch import textsafe
 from poisonwatch.config import PoisonwatchError
 from poisonwatch.remediation.ledger import MART_DATABASE, ops_database, sql_string
 
@@ -136,47 +137,76 @@ def load_pending(engine: Any, filters: Filters) -> Plan:
     return Plan(actions, counts)
 
 
-def print_plan(plan: Plan, console: Console | None = None, max_rows: int = 50) -> None:
+def _target(a: dict[str, Any]) -> str:
+    return " / ".join(
+        str(v)
+        for v in (
+            a["queue_name"],
+            a["conversation_handle"] or a["message_id"],
+            a["consumer_id"] if a["action_type"] in ("disable_consumer",) else None,
+        )
+        if v
+    ) or str(a["consumer_id"] or "")
+
+
+def print_plan(
+    plan: Plan,
+    console: Console | None = None,
+    max_rows: int = 50,
+    wide: bool = False,
+    fmt: str = "table",
+) -> None:
+    """The pending actions: a table that fits the terminal (one line per action, long targets
+    and ids shortened with `…`), every value whole with `wide`, or every column of every
+    action as `json` lines or `csv` on stdout."""
     console = console or Console()
+    if fmt in ("json", "csv"):
+        from poisonwatch.warehouse.sqlrun import print_rows
+
+        print_rows(list(COLUMNS), [tuple(a[c] for c in COLUMNS) for a in plan.actions], fmt)
+        return
     if not plan.actions:
         console.print("[green]Nothing to do:[/green] no pending remediation actions.")
         return
     table = Table(title=f"Pending remediation actions ({len(plan.actions)})")
-    for col in ("#", "type", "target", "reason", "review", "collateral", "action_id"):
-        table.add_column(col, overflow="fold")
-    for a in plan.actions[:max_rows]:
-        target = " / ".join(
-            str(v)
-            for v in (
-                a["queue_name"],
-                a["conversation_handle"] or a["message_id"],
-                a["consumer_id"] if a["action_type"] in ("disable_consumer",) else None,
-            )
-            if v
-        ) or str(a["consumer_id"] or "")
+    fit = {"overflow": "fold"} if wide else {"overflow": "ellipsis", "no_wrap": True}
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("type", **fit)
+    table.add_column("target", ratio=3, min_width=12, **fit)
+    table.add_column("reason", ratio=1, **fit)
+    table.add_column("review", ratio=1, **fit)
+    table.add_column("lost", justify="right", no_wrap=True)
+    table.add_column("action_id", no_wrap=True, overflow="fold" if wide else "ellipsis")
+    rows = plan.actions if wide else plan.actions[:max_rows]
+    for a in rows:
         review = a["review_reason"] or ("yes" if a["requires_review"] else "")
         table.add_row(
             str(a["sequence_in_script"]),
-            a["action_type"],
-            target,
-            str(a["reason"] or ""),
-            review,
+            textsafe.terminal(a["action_type"]),
+            textsafe.terminal(_target(a)),
+            textsafe.terminal(a["reason"] or ""),
+            textsafe.terminal(review),
             str(a["collateral_message_count"] or 0),
-            a["action_id"][:12],
+            a["action_id"] if wide else a["action_id"][:8] + "…",
         )
     console.print(table)
-    if len(plan.actions) > max_rows:
-        console.print(f"[dim]… and {len(plan.actions) - max_rows} more[/dim]")
+    if len(plan.actions) > len(rows):
+        console.print(
+            f"[dim]… and {len(plan.actions) - len(rows)} more (--wide shows all, "
+            "--format json every column)[/dim]"
+        )
     by = Table(title="By type and queue / consumer")
-    for col in ("type", "queue / consumer", "actions"):
-        by.add_column(col, overflow="fold")
+    by.add_column("type", **fit)
+    by.add_column("queue / consumer", ratio=1, **fit)
+    by.add_column("actions", justify="right", no_wrap=True)
     for (action_type, target), n in sorted(plan.counts.items()):
-        by.add_row(action_type, target, str(n))
+        by.add_row(textsafe.terminal(action_type), textsafe.terminal(target), str(n))
     console.print(by)
     review = sum(1 for a in plan.actions if a["requires_review"])
     console.print(
         f"{len(plan.actions)} pending action(s), {review} for review only (never applied by "
-        f"`apply`); ending conversations discards {plan.collateral} message(s) in the queues."
+        f"`apply`); ending conversations discards {plan.collateral} message(s) in the queues "
+        "(column `lost`)."
     )
 
 
@@ -248,12 +278,18 @@ def write_script(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def run_plan(filters: Filters, sql_file: Path | None = None, target: str | None = None) -> Plan:
+def run_plan(
+    filters: Filters,
+    sql_file: Path | None = None,
+    target: str | None = None,
+    wide: bool = False,
+    fmt: str = "table",
+) -> Plan:
     from poisonwatch.warehouse.engine import connect
 
     with connect(target) as engine:
         plan = load_pending(engine, filters)
-    print_plan(plan)
+    print_plan(plan, wide=wide, fmt=fmt)
     if sql_file is not None:
         write_script(sql_file, render_script(plan.actions, "pending remediation actions"))
         n = sum(1 for a in plan.actions if a["statement_language"] == "tsql" and a["statement"])
