@@ -129,17 +129,9 @@ def _time_range(engine: Engine, since_seconds: int | None) -> Window | None:
     return choose_window(first, last)
 
 
-def _counts(engine: Engine, window: Window | None, has_attempts: bool) -> dict[str, int]:
-    attempt_filter = window.where("attempted_at") if window else "true"
-    attempts_sql = (
-        f"(select count(*) from {INTERMEDIATE}.int_receive_attempts_sequenced "
-        f"where {attempt_filter})"
-        if has_attempts
-        else "cast(null as bigint)"
-    )
+def _counts(engine: Engine) -> dict[str, int]:
     _, rows = engine.query(
         "select "
-        f"{attempts_sql}, "
         f"(select count(*) from {MARTS}.poison_messages), "
         f"(select count_if(classification = 'poison') from {MARTS}.poison_messages), "
         f"(select count_if(is_live_poison) from {MARTS}.poison_messages), "
@@ -153,7 +145,6 @@ def _counts(engine: Engine, window: Window | None, has_attempts: bool) -> dict[s
         f"(select count_if(status = 'applied') from {MARTS}.remediation_actions)"
     )
     names = (
-        "attempts",
         "messages that failed",
         "poison messages",
         "live poison",
@@ -177,20 +168,21 @@ def _queue_label(row: tuple[Any, ...]) -> str:
 def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
     """Run the report's aggregate queries and return their (small) results."""
     window = _time_range(engine, since_seconds)
-    has_attempts = _exists(engine, INTERMEDIATE, "int_receive_attempts_sequenced")
-    data = ReportData(window=window, counts=_counts(engine, window, has_attempts))
+    data = ReportData(window=window, counts=_counts(engine))
     if window is None:
         return data
     in_range = window.where
 
-    if has_attempts:
+    if _exists(engine, INTERMEDIATE, "int_receive_attempts_sequenced"):
+        # One scan of the attempts: failures per window and class, and all attempts in range.
         _, rows = engine.query(
             f"select {window.bucket('attempted_at')} as bucket, "
-            "coalesce(failure_class, 'unknown') as failure_class, count(*) as failures "
-            f"from {INTERMEDIATE}.int_receive_attempts_sequenced "
-            f"where is_failure and {in_range('attempted_at')} group by 1, 2 order by 1, 2"
+            "case when is_failure then coalesce(failure_class, 'unknown') end as failure_class, "
+            f"count(*) from {INTERMEDIATE}.int_receive_attempts_sequenced "
+            f"where {in_range('attempted_at')} group by 1, 2 order by 1, 2"
         )
-        data.failures_by_class = [(b, c, int(n)) for b, c, n in rows]
+        data.failures_by_class = [(b, c, int(n)) for b, c, n in rows if c is not None]
+        data.counts = {"attempts": sum(int(n) for _, _, n in rows), **data.counts}
 
     _, rows = engine.query(
         f"select {window.bucket('last_failed_at')} as bucket, broker_kind, reason, count(*) "
