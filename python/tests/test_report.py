@@ -40,6 +40,12 @@ def full_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, browser.P
     return html, browser.open_page(html, screenshot=shot)
 
 
+@pytest.fixture(scope="module")
+def plain_page() -> str:
+    """The page of a store without the optional marts (alerts, backtests)."""
+    return page.render(report_data(with_optional=False), "/s", "local", GENERATED)
+
+
 def test_every_chart_draws_offline_without_errors(full_page) -> None:
     html, result = full_page
     assert browser.problems(result) == []
@@ -63,10 +69,9 @@ def test_hostile_text_is_shown_as_text(full_page) -> None:
     assert result.probe["handlers"] == []
 
 
-def test_the_browser_check_catches_a_broken_page(tmp_path: Path) -> None:
+def test_the_browser_check_catches_a_broken_page(tmp_path: Path, plain_page: str) -> None:
     """The check is not blind: an empty chart, a script and a request are each reported."""
-    good = page.render(report_data(with_optional=False), "/s", "local", GENERATED)
-    broken = good.replace(
+    broken = plain_page.replace(
         '<figure class="chart" data-chart="actions">',
         '<figure class="chart" data-chart="actions"></figure><figure class="x">',
         1,
@@ -83,12 +88,11 @@ def test_the_browser_check_catches_a_broken_page(tmp_path: Path) -> None:
     assert "<script> element" in found
 
 
-def test_optional_sections_only_when_their_marts_exist() -> None:
-    text = page.render(report_data(with_optional=False), "/s", "local", GENERATED)
+def test_optional_sections_only_when_their_marts_exist(full_page, plain_page: str) -> None:
     for key in ("alerts", "policy-backtest", "breaker-backtest"):
-        assert f'<section id="{key}"' not in text
-    assert "alert threshold" not in text
-    text = page.render(report_data(), "/s", "local", GENERATED)
+        assert f'<section id="{key}"' not in plain_page
+    assert "alert threshold" not in plain_page
+    text = full_page[0].read_text()
     assert '<section id="alerts"' in text and "alert threshold" in text
 
 

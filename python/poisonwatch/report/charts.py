@@ -23,6 +23,7 @@ import matplotlib
 import matplotlib.dates as mdates
 from matplotlib.colors import LinearSegmentedColormap
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from poisonwatch import textsafe
 
@@ -88,8 +89,13 @@ def to_svg(fig: Figure) -> str:
     return text
 
 
-def _time_axis(ax: Any) -> None:
-    locator = mdates.AutoDateLocator(minticks=4, maxticks=9)
+def _counts_axis(axis: Any) -> None:
+    """Counts get whole-number ticks (no 2.5 messages)."""
+    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
+
+
+def _time_axis(ax: Any, maxticks: int = 9, minticks: int = 4) -> None:
+    locator = mdates.AutoDateLocator(minticks=minticks, maxticks=maxticks)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
@@ -138,6 +144,7 @@ def _stacked_bars(
             )  # fmt: skip
             bottom = [b + v for b, v in zip(bottom, series[key], strict=True)]
         ax.set_ylabel(ylabel)
+        _counts_axis(ax.yaxis)
         _time_axis(ax)
         ax.set_xlim(buckets[0], buckets[-1] + dt.timedelta(seconds=seconds))
         fig.legend(loc="outside upper left", ncols=min(len(keys), 5) or 1)
@@ -216,6 +223,7 @@ def dlq_arrivals(
                 label="alert threshold (alerts mart)",
             )  # fmt: skip
         ax.set_ylabel("dead-letter arrivals per window")
+        _counts_axis(ax.yaxis)
         _time_axis(ax)
         ax.set_xlim(buckets[0], buckets[-1] + dt.timedelta(seconds=seconds))
         fig.legend(loc="outside upper left", ncols=3)
@@ -223,26 +231,33 @@ def dlq_arrivals(
 
 
 def failure_groups(rows: Sequence[tuple[Any, ...]]) -> str:
-    """Top failure groups as horizontal bars, coloured by failure class."""
-    rows = list(rows)[::-1]
+    """Top failure groups as horizontal bars, coloured by failure class, each bar captioned
+    with its error key and normalised message (full width, so long texts stay readable)."""
+    rows = list(rows)
     with _style("groups"):
-        fig = Figure(figsize=(WIDTH, 0.45 + 0.32 * len(rows)), layout="constrained")
+        fig = Figure(figsize=(WIDTH, 0.5 + 0.42 * len(rows)), layout="constrained")
         ax = fig.add_subplot()
-        names = [
-            f"#{len(rows) - i}  {label(r[0], 28) or '(none)'}  {label(r[2], 44)}"
-            for i, r in enumerate(rows)
-        ]
+        ys = list(range(len(rows)))
         ax.barh(
-            range(len(rows)), [r[3] for r in rows],
-            color=[CLASS_COLORS.get(r[1], PALETTE[0]) for r in rows], height=0.7,
+            ys, [r[3] for r in rows], color=[CLASS_COLORS.get(r[1], PALETTE[0]) for r in rows],
+            height=0.42,
         )  # fmt: skip
-        ax.set_yticks(range(len(rows)), names, fontsize=8.5)
+        for y, r in zip(ys, rows, strict=True):
+            ax.text(
+                0, y - 0.27, f"{label(r[0], 48) or '(no error key)'}  ·  {label(r[2], 80)}",
+                fontsize=8.5, va="bottom", ha="left", color="#333333",
+            )  # fmt: skip
+            ax.text(r[3], y, f" {r[3]:,}", fontsize=8, va="center", ha="left", color="#555555")
+        ax.set_yticks(ys, [f"#{y + 1}" for y in ys])
+        ax.set_ylim(len(rows) - 0.5, -0.85)
+        ax.set_xlim(0, max(r[3] for r in rows) * 1.08)
         ax.grid(axis="x")
         ax.grid(axis="y", visible=False)
+        ax.tick_params(axis="y", length=0)
         ax.set_xlabel("failed attempts")
         seen = [c for c in CLASS_COLORS if any(r[1] == c for r in rows)]
         handles = [matplotlib.patches.Patch(color=CLASS_COLORS[c], label=c) for c in seen]
-        ax.legend(handles=handles, loc="lower right")
+        fig.legend(handles=handles, loc="outside upper left", ncols=len(seen) or 1)
         return to_svg(fig)
 
 
@@ -265,12 +280,13 @@ def queue_health(
             depth = [r[1] or 0 for r in rows]
             age_min = [(r[2] or 0) / 60 for r in rows]
             run = [r[3] for r in rows]
-            for ax in (left, right):
-                _shade_disabled(ax, rows, seconds)
+            for ax, ticks in ((left, 8), (right, 5)):
+                _shade_disabled(ax, rows, lim[1])
                 ax.set_xlim(*lim)
-                _time_axis(ax)
+                _time_axis(ax, maxticks=ticks, minticks=2)
             left.step(times, depth, where="post", color=PALETTE[0], label="depth")
             left.set_ylabel("messages", color=PALETTE[0])
+            _counts_axis(left.yaxis)
             left.set_title(label(name, 60), loc="left", fontsize=9.5, fontweight="bold")
             age = left.twinx()
             age.spines["right"].set_visible(True)
@@ -291,6 +307,7 @@ def queue_health(
                 )  # fmt: skip
                 right.set_ylim(0, max(6.5, max((v or 0) for v in run) + 1))
                 right.set_ylabel("rollbacks in a row")
+                _counts_axis(right.yaxis)
             else:
                 right.text(
                     0.5, 0.5, "JMS queue: no rollback limit", ha="center", va="center",
@@ -300,11 +317,13 @@ def queue_health(
         return to_svg(fig)
 
 
-def _shade_disabled(ax: Any, rows: Sequence[tuple[Any, ...]], seconds: int) -> None:
-    for row in rows:
+def _shade_disabled(ax: Any, rows: Sequence[tuple[Any, ...]], end: dt.datetime) -> None:
+    """Shade from each disabled snapshot window to the queue's next snapshot (or the end)."""
+    for n, row in enumerate(rows):
         if row[5]:
-            t = _naive(row[0])
-            ax.axvspan(t, t + dt.timedelta(seconds=seconds), color=DISABLED_SHADE, alpha=0.18, lw=0)
+            start = _naive(row[0])
+            stop = _naive(rows[n + 1][0]) if n + 1 < len(rows) else end
+            ax.axvspan(start, stop, color=DISABLED_SHADE, alpha=0.18, lw=0)
 
 
 def breakers(

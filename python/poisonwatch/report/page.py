@@ -44,9 +44,10 @@ figure.chart svg { width: 100%; height: auto; display: block; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eceef2;
   vertical-align: top; overflow-wrap: break-word; }
-td.mono { overflow-wrap: anywhere; }
+td.mono { overflow-wrap: anywhere; min-width: 18em; }
 th { color: #5a6372; font-weight: 600; background: #fafbfc; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.time { white-space: nowrap; font-variant-numeric: tabular-nums; }
 td.mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 11.5px; }
 .badge.disabled, .badge.critical, .badge.tripped { background: #fde2de; color: #a5281b; }
@@ -107,7 +108,15 @@ def table(
     for row in rows:
         cells = []
         for i, value in enumerate(row):
-            cls = "num" if numeric[i] else ("mono" if i in mono else "")
+            cls = (
+                "num"
+                if numeric[i]
+                else "mono"
+                if i in mono
+                else "time"
+                if isinstance(value, dt.datetime)
+                else ""
+            )
             cells.append(
                 f'<td class="{cls}">{fmt(value)}</td>' if cls else f"<td>{fmt(value)}</td>"
             )
@@ -136,6 +145,8 @@ def sections(data: ReportData) -> list[Section]:
         return out
     span = (w.start, w.end, w.seconds)
 
+    sw = data.sparse_window or w
+    sparse_span = (sw.start, sw.end, sw.seconds)
     totals: dict[str, int] = {}
     for _, cls, n in data.failures_by_class:
         totals[cls] = totals.get(cls, 0) + n
@@ -159,10 +170,10 @@ def sections(data: ReportData) -> list[Section]:
         Section(
             "poison",
             "Poison declared over time",
-            f"Messages classified poison, per {w.label} window of their last failure (retries "
+            f"Messages classified poison, per {sw.label} window of their last failure (retries "
             "stop once a message is declared), by reason. The table counts every message that "
             "failed at least once.",
-            _chart("poison", lambda: charts.poison_over_time(data.poison_declared, *span))
+            _chart("poison", lambda: charts.poison_over_time(data.poison_declared, *sparse_span))
             if data.poison_declared
             else None,
             table(
@@ -230,7 +241,7 @@ def sections(data: ReportData) -> list[Section]:
 
 
 def _dlq_section(data: ReportData) -> Section:
-    w = data.window
+    w = data.sparse_window or data.window
     assert w is not None
     total = sum(n for _, n in data.dlq_arrivals)
     peaks = sorted(data.dlq_arrivals, key=lambda r: -r[1])[:5]

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 MARTS = "poisonwatch"
 INTERMEDIATE = "poisonwatch_intermediate"
 MAX_WINDOWS = 120
+# Sparse series (poison declared, dead-letter arrivals) read better in fewer, wider windows.
+MAX_SPARSE_WINDOWS = 40
 # Window lengths a person reads easily, in seconds.
 NICE_WINDOWS = (
     60,
@@ -73,10 +75,10 @@ def duration_label(seconds: int) -> str:
     return f"{seconds} s"
 
 
-def choose_window(start: dt.datetime, end: dt.datetime) -> Window:
-    """The smallest readable bucket width that cuts [start, end] into at most MAX_WINDOWS."""
+def choose_window(start: dt.datetime, end: dt.datetime, max_windows: int = MAX_WINDOWS) -> Window:
+    """The smallest readable bucket width that cuts [start, end] into at most `max_windows`."""
     span = max((end - start).total_seconds(), 1.0)
-    seconds = next((w for w in NICE_WINDOWS if span / w <= MAX_WINDOWS), NICE_WINDOWS[-1])
+    seconds = next((w for w in NICE_WINDOWS if span / w <= max_windows), NICE_WINDOWS[-1])
     return Window(start, end, seconds)
 
 
@@ -86,6 +88,7 @@ class ReportData:
 
     window: Window | None
     counts: dict[str, int]
+    sparse_window: Window | None = None
     failures_by_class: list[tuple[dt.datetime, str, int]] = field(default_factory=list)
     poison_declared: list[tuple[dt.datetime, str, str, int]] = field(default_factory=list)
     poison_by_reason: list[tuple[str, str, str, int, int]] = field(default_factory=list)
@@ -136,8 +139,10 @@ def _counts(engine: Engine) -> dict[str, int]:
         f"(select count_if(classification = 'poison') from {MARTS}.poison_messages), "
         f"(select count_if(is_live_poison) from {MARTS}.poison_messages), "
         f"(select count(*) from {MARTS}.dlq_messages), "
-        f"(select count(distinct broker_kind, server_name, database_name, broker_name, "
-        f"queue_name) from {MARTS}.queue_health), "
+        # count(distinct a, b) skips rows with a null column: every key column is coalesced.
+        "(select count(distinct "
+        + ", ".join(f"coalesce({c}, '')" for c in KEY_COLUMNS)
+        + f") from {MARTS}.queue_health), "
         f"(select count_if(is_latest_snapshot and disable_risk <> 'ok') "
         f"from {MARTS}.queue_health), "
         f"(select count_if(is_tripped) from {MARTS}.consumer_circuit_breakers), "
@@ -172,6 +177,7 @@ def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
     if window is None:
         return data
     in_range = window.where
+    sparse = data.sparse_window = choose_window(window.start, window.end, MAX_SPARSE_WINDOWS)
 
     if _exists(engine, INTERMEDIATE, "int_receive_attempts_sequenced"):
         # One scan of the attempts: failures per window and class, and all attempts in range.
@@ -185,7 +191,7 @@ def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
         data.counts = {"attempts": sum(int(n) for _, _, n in rows), **data.counts}
 
     _, rows = engine.query(
-        f"select {window.bucket('last_failed_at')} as bucket, broker_kind, reason, count(*) "
+        f"select {sparse.bucket('last_failed_at')} as bucket, broker_kind, reason, count(*) "
         f"from {MARTS}.poison_messages "
         f"where classification = 'poison' and {in_range('last_failed_at')} "
         "group by 1, 2, 3 order by 1, 2, 3"
@@ -198,7 +204,7 @@ def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
     data.poison_by_reason = [(k, c, r, int(n), int(live)) for k, c, r, n, live in rows]
 
     _, rows = engine.query(
-        f"select {window.bucket('first_seen_at')} as bucket, count(*) from {MARTS}.dlq_messages "
+        f"select {sparse.bucket('first_seen_at')} as bucket, count(*) from {MARTS}.dlq_messages "
         f"where {in_range('first_seen_at')} group by 1 order by 1"
     )
     data.dlq_arrivals = [(b, int(n)) for b, n in rows]
@@ -218,7 +224,7 @@ def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
     )
     data.actions = [(t, s, int(n), int(r)) for t, s, n, r in rows]
 
-    _collect_optional(engine, data, window)
+    _collect_optional(engine, data, sparse)
     return data
 
 
