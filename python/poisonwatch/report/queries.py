@@ -133,21 +133,20 @@ def _time_range(engine: Engine, since_seconds: int | None) -> Window | None:
 
 
 def _counts(engine: Engine) -> dict[str, int]:
+    # One single-row aggregate per mart, cross-joined: each mart is read once.
+    distinct_queues = ", ".join(f"coalesce({c}, '')" for c in KEY_COLUMNS)
     _, rows = engine.query(
-        "select "
-        f"(select count(*) from {MARTS}.poison_messages), "
-        f"(select count_if(classification = 'poison') from {MARTS}.poison_messages), "
-        f"(select count_if(is_live_poison) from {MARTS}.poison_messages), "
-        f"(select count(*) from {MARTS}.dlq_messages), "
+        "select * from "
+        "(select count(*), count_if(classification = 'poison'), count_if(is_live_poison) "
+        f"from {MARTS}.poison_messages) "
+        f"cross join (select count(*) from {MARTS}.dlq_messages) "
         # count(distinct a, b) skips rows with a null column: every key column is coalesced.
-        "(select count(distinct "
-        + ", ".join(f"coalesce({c}, '')" for c in KEY_COLUMNS)
-        + f") from {MARTS}.queue_health), "
-        f"(select count_if(is_latest_snapshot and disable_risk <> 'ok') "
-        f"from {MARTS}.queue_health), "
-        f"(select count_if(is_tripped) from {MARTS}.consumer_circuit_breakers), "
-        f"(select count_if(status = 'pending') from {MARTS}.remediation_actions), "
-        f"(select count_if(status = 'applied') from {MARTS}.remediation_actions)"
+        f"cross join (select count(distinct {distinct_queues}), "
+        "count_if(is_latest_snapshot and disable_risk <> 'ok') "
+        f"from {MARTS}.queue_health) "
+        f"cross join (select count_if(is_tripped) from {MARTS}.consumer_circuit_breakers) "
+        "cross join (select count_if(status = 'pending'), count_if(status = 'applied') "
+        f"from {MARTS}.remediation_actions)"
     )
     names = (
         "messages that failed",
