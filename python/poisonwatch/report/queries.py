@@ -12,6 +12,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from poisonwatch.config import PoisonwatchError
+
 if TYPE_CHECKING:
     from poisonwatch.warehouse.engine import Engine
 
@@ -41,6 +43,14 @@ TOP_SERVERS = 12
 # Service Broker switches a queue off after this many whole-transaction rollbacks in a row.
 ROLLBACK_LIMIT = 5
 FAILURE_CLASSES = ("transient", "unknown", "permanent", "validation")
+REQUIRED_MARTS = (
+    "poison_messages",
+    "dlq_messages",
+    "queue_health",
+    "consumer_circuit_breakers",
+    "failure_groups",
+    "remediation_actions",
+)
 KEY_COLUMNS = ("broker_kind", "server_name", "database_name", "broker_name", "queue_name")
 
 
@@ -171,6 +181,11 @@ def _queue_label(row: tuple[Any, ...]) -> str:
 
 def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
     """Run the report's aggregate queries and return their (small) results."""
+    missing = [t for t in REQUIRED_MARTS if not _exists(engine, MARTS, t)]
+    if missing:
+        raise PoisonwatchError(
+            f"the marts {', '.join(missing)} do not exist yet: run `dbt build` first"
+        )
     window = _time_range(engine, since_seconds)
     data = ReportData(window=window, counts=_counts(engine))
     if window is None:
