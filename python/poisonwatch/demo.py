@@ -213,16 +213,22 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
+# Action type → (thing, what happened to it), for "9 conversations ended".
 DONE_WORDS = {
-    "end_conversation": "conversations ended",
-    "dead_letter": "messages dead-lettered",
-    "disable_consumer": "consumers disabled",
-    "re_enable_queue": "queues re-enabled",
-    "park": "messages parked",
-    "discard": "messages discarded",
-    "retry_from_dlq": "messages replayed",
-    "purge_failure_log": "failure logs purged",
+    "end_conversation": ("conversation", "ended"),
+    "dead_letter": ("message", "dead-lettered"),
+    "disable_consumer": ("consumer", "disabled"),
+    "re_enable_queue": ("queue", "re-enabled"),
+    "park": ("message", "parked"),
+    "discard": ("message", "discarded"),
+    "retry_from_dlq": ("message", "replayed"),
+    "purge_failure_log": ("failure log", "purged"),
 }
+
+
+def _done_phrase(kind: str, n: int) -> str:
+    thing, verb = DONE_WORDS.get(kind, (kind.replace("_", " "), "applied"))
+    return f"{_plural(n, thing)} {verb}"
 
 
 def print_closing(run: DemoRun, seconds: float, dbt_log: Path) -> None:
@@ -235,8 +241,9 @@ def print_closing(run: DemoRun, seconds: float, dbt_log: Path) -> None:
         table.add_row(textsafe.terminal(kind), f"{poison:,}", f"{live:,}", f"{retrying:,}",
                       f"{failed:,}")  # fmt: skip
     console.print(table)
+    # The queue's name first: it is what a person looks for; its server or broker after it.
     queues = ", ".join(
-        f"{textsafe.terminal(f'{where}/{queue}', 32)} ({risk})"
+        f"{textsafe.terminal(queue, 40)} ({risk}, {textsafe.terminal(where, 30)})"
         for where, queue, risk, _run in run.at_risk[:3]
     )
     more = f" and {len(run.at_risk) - 3} more" if len(run.at_risk) > 3 else ""
@@ -252,10 +259,7 @@ def print_closing(run: DemoRun, seconds: float, dbt_log: Path) -> None:
         f"Tripped breakers: {len(run.tripped)}" + (f": {breakers}{more}" if breakers else ""),
         highlight=False,
     )
-    done = [
-        f"{n:,} {DONE_WORDS.get(kind, kind.replace('_', ' '))}"
-        for kind, n in sorted(run.applied.items(), key=lambda kv: -kv[1])
-    ]
+    done = [_done_phrase(kind, n) for kind, n in sorted(run.applied.items(), key=lambda kv: -kv[1])]
     console.print("\n[bold]Done[/bold]: " + ("; ".join(done) if done else "nothing to apply"))
     b, a = run.before, run.after
     console.print(
