@@ -67,3 +67,49 @@ def test_every_help_fits_one_screen_with_an_example(
         assert len(lines) <= 40, f"{name} --help has {len(lines)} lines"
         assert max(len(line) for line in lines) <= COLUMNS, name
         assert "example: poisonwatch" in text, f"{name} --help shows no example"
+
+
+def _actions(n: int) -> list[dict]:
+    from poisonwatch.remediation.plan import COLUMNS
+
+    out = []
+    for i in range(n):
+        a = dict.fromkeys(COLUMNS)
+        a.update(
+            action_id=f"{i:02d}" * 32,
+            action_type=("end_conversation", "inspect_message", "disable_consumer")[i % 3],
+            queue_name="dbo.VeryLongQueueNameForTheExpenseReports" if i % 3 != 2 else None,
+            conversation_handle="5143B4A3-8CCC-5765-B4BB-4EC48C3FAAAA",
+            consumer_id="agent.document-sync",
+            reason="threshold_exceeded",
+            review_reason="inspect only: the body is shown and rolled back" if i % 3 == 1 else None,
+            requires_review=i % 3 == 1,
+            collateral_message_count=i,
+            sequence_in_script=i + 1,
+        )
+        out.append(a)
+    return out
+
+
+def test_the_plan_table_fits_80_columns_one_line_per_action() -> None:
+    import io
+    from collections import Counter
+
+    from rich.console import Console
+
+    from poisonwatch.remediation.plan import Plan, print_plan
+
+    actions = _actions(12)
+    plan = Plan(actions, Counter((a["action_type"], a["queue_name"] or "") for a in actions))
+    buf = io.StringIO()
+    print_plan(plan, Console(file=buf, width=COLUMNS), wide=False)
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= COLUMNS
+    body = lines[next(i for i, x in enumerate(lines) if x.startswith("┡")) + 1 :]
+    body = body[: next(i for i, x in enumerate(body) if x.startswith("└"))]
+    assert len(body) == 12  # one line per action: nothing wrapped
+    assert all("…" in line for line in body)  # long targets and ids shortened
+    wide = io.StringIO()
+    print_plan(plan, Console(file=wide, width=400), wide=True)
+    assert "00" * 32 in wide.getvalue()  # --wide: ids and review reasons whole
+    assert "the body is shown and rolled back" in wide.getvalue()

@@ -169,21 +169,34 @@ def print_plan(
         console.print("[green]Nothing to do:[/green] no pending remediation actions.")
         return
     table = Table(title=f"Pending remediation actions ({len(plan.actions)})")
-    fit = {"overflow": "fold"} if wide else {"overflow": "ellipsis", "no_wrap": True}
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("type", **fit)
-    table.add_column("target", ratio=3, min_width=12, **fit)
-    table.add_column("reason", ratio=1, **fit)
-    table.add_column("review", ratio=1, **fit)
-    table.add_column("lost", justify="right", no_wrap=True)
-    table.add_column("action_id", no_wrap=True, overflow="fold" if wide else "ellipsis")
+    if wide:
+        for col in ("#", "type", "target", "reason", "review", "lost", "action_id"):
+            table.add_column(
+                col, overflow="fold", justify="right" if col in ("#", "lost") else "left"
+            )
+    else:
+        # One line per action: the columns get explicit widths from the terminal's (rich does
+        # not shrink unbreakable values), long values end in `…`.
+        seq = max(len(str(a["sequence_in_script"])) for a in plan.actions)
+        flex = max(console.width - 22 - (seq + 6 + 4 + 9), 24)
+        kind, why = min(16, flex * 3 // 10), min(19, flex // 4)
+        cut = {"no_wrap": True, "overflow": "ellipsis"}
+        table.add_column("#", justify="right", width=seq, **cut)
+        table.add_column("type", width=kind, **cut)
+        table.add_column("target", width=flex - kind - why, **cut)
+        table.add_column("reason", width=why, **cut)
+        table.add_column("review", width=6, **cut)
+        table.add_column("lost", justify="right", width=4, **cut)
+        table.add_column("action_id", width=9, **cut)
     rows = plan.actions if wide else plan.actions[:max_rows]
     for a in rows:
         review = a["review_reason"] or ("yes" if a["requires_review"] else "")
+        if not wide:
+            review = "yes" if a["requires_review"] else ""
         table.add_row(
             str(a["sequence_in_script"]),
             textsafe.terminal(a["action_type"]),
-            textsafe.terminal(_target(a)),
+            textsafe.terminal(_target(a) if wide else _target(a).replace(" / ", "/")),
             textsafe.terminal(a["reason"] or ""),
             textsafe.terminal(review),
             str(a["collateral_message_count"] or 0),
@@ -196,8 +209,8 @@ def print_plan(
             "--format json every column)[/dim]"
         )
     by = Table(title="By type and queue / consumer")
-    by.add_column("type", **fit)
-    by.add_column("queue / consumer", ratio=1, **fit)
+    by.add_column("type", overflow="fold" if wide else "ellipsis")
+    by.add_column("queue / consumer", overflow="fold" if wide else "ellipsis")
     by.add_column("actions", justify="right", no_wrap=True)
     for (action_type, target), n in sorted(plan.counts.items()):
         by.add_row(textsafe.terminal(action_type), textsafe.terminal(target), str(n))
