@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite, in order: ruff, sqlfluff, pytest, then on generated data dbt build
-# (models, data tests, unit tests), the label agreement check and the great-expectations suites.
+# The whole test suite, in order: ruff, sqlfluff, pytest, then on generated data the demo (dbt
+# build with models, data tests and unit tests; remediation; the report, checked in Chromium),
+# the label agreement check and the great-expectations suites.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,9 +39,15 @@ step ruff-format ruff format --check python
 step sqlfluff sqlfluff lint models analyses --processes 1
 # --durations: the slowest tests, so a CI log says where the minutes went.
 step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" --durations=12
-step generate poisonwatch generate --out "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS"
-step ingest poisonwatch ingest --strict "$WORK/landing"
-step dbt-build dbt build --profiles-dir "$ROOT" --project-dir "$ROOT"
+# The pipeline is `poisonwatch demo` (generate → ingest → dbt build with unit tests → label
+# agreement → plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen
+# is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
+# most 40 lines). Then the report it wrote is opened in headless Chromium, offline.
+step demo python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
+    poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
+    --report "$WORK/report.html"
+step report-browser python python/tests/browser.py "$WORK/report.html" \
+    --screenshot "$WORK/report.png"
 step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" --target-path "$WORK/dbt-docs"
 step verify poisonwatch verify "$WORK/landing/labels.jsonl"
 step check poisonwatch check

@@ -69,7 +69,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_sql(args: argparse.Namespace) -> int:
     from poisonwatch.warehouse.sqlrun import run_sql
 
-    run_sql(args.query, fmt=args.format, target=args.target)
+    run_sql(args.query, fmt=args.format, target=args.target, wide=args.wide)
     return 0
 
 
@@ -91,13 +91,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from poisonwatch.demo import run_demo
 
-    run_demo(
+    run = run_demo(
         Path(args.landing) if args.landing else None,
         seed=args.seed,
         attempts=args.attempts,
         target=args.target,
+        report=Path(args.report) if args.report else None,
     )
-    return 0
+    return 0 if run.ok else 1
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -120,7 +121,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from poisonwatch.remediation import Filters, run_plan
 
     filters = Filters(queue=args.queue, action_type=args.type)
-    run_plan(filters, Path(args.sql) if args.sql else None, target=args.target, brokers=args.broker)
+    run_plan(
+        filters,
+        Path(args.sql) if args.sql else None,
+        target=args.target,
+        brokers=args.broker,
+        wide=args.wide,
+        fmt=args.format,
+    )
     return 0
 
 
@@ -158,10 +166,20 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    from poisonwatch.report import run_report
+
+    run_report(Path(args.out) if args.out else None, since=args.since, target=args.target)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="poisonwatch",
         description="Find poison messages in Service Broker and JMS queues; remove them safely.",
+        epilog="example: poisonwatch demo --attempts 3000   (then open the report it writes)\n"
+        "         poisonwatch COMMAND --help   (each command's options and an example)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--target",
@@ -170,7 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("generate", help="write a deterministic workload of landing files + labels")
+    p = sub.add_parser(
+        "generate",
+        help="write a deterministic workload of landing files + labels",
+        epilog="example: poisonwatch generate --out landing --seed 7 --attempts 100000",
+    )
     p.add_argument("--out", required=True, help="landing folder to write")
     p.add_argument("--seed", type=int, default=42, help="random seed (same seed, same bytes)")
     p.add_argument(
@@ -184,7 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_generate)
 
-    p = sub.add_parser("ingest", help="load landing files into raw tables (rejects kept)")
+    p = sub.add_parser(
+        "ingest",
+        help="load landing files into raw tables (rejects kept)",
+        epilog="example: poisonwatch ingest --strict landing",
+    )
     p.add_argument("landing", help="landing folder: one sub-folder per dataset")
     p.add_argument("--strict", action="store_true", help="exit 1 when anything was rejected")
     p.set_defaults(func=_cmd_ingest)
@@ -193,18 +219,28 @@ def build_parser() -> argparse.ArgumentParser:
         "build",
         help="the production build (dbt build --selector production) as far as new input "
         "reaches; nothing when nothing new landed",
+        epilog="example: poisonwatch ingest landing/ && poisonwatch build",
     )
     p.add_argument(
         "--full-refresh", action="store_true", help="rebuild every model from raw (always runs)"
     )
     p.set_defaults(func=_cmd_build)
 
-    p = sub.add_parser("sql", help="run Spark SQL on the warehouse of the current target")
+    p = sub.add_parser(
+        "sql",
+        help="run Spark SQL on the warehouse of the current target",
+        epilog='example: poisonwatch sql "select * from poisonwatch.queue_health" --format csv',
+    )
     p.add_argument("query", help="one Spark SQL statement")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--wide", action="store_true", help="table: long values whole, not cut")
     p.set_defaults(func=_cmd_sql)
 
-    p = sub.add_parser("check", help="great-expectations suites over raw tables and marts")
+    p = sub.add_parser(
+        "check",
+        help="great-expectations suites over raw tables and marts",
+        epilog="example: poisonwatch check --suite marts -v",
+    )
     p.add_argument(
         "--suite",
         default=None,
@@ -227,35 +263,66 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="list every expectation")
     p.set_defaults(func=_cmd_check)
 
-    p = sub.add_parser("demo", help="generate → ingest → dbt build, on the current target")
+    p = sub.add_parser(
+        "demo",
+        help="generate → ingest → dbt build → apply → dbt build → report, one screen",
+        epilog="example: poisonwatch demo --attempts 3000 --report /tmp/report.html",
+    )
     p.add_argument("--landing", default=None, help="landing folder (default: under the store)")
-    p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--attempts", type=int, default=20_000)
+    p.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
+    p.add_argument(
+        "--attempts", type=_positive_int, default=20_000, help="workload size (default 20000)"
+    )
+    p.add_argument(
+        "--report",
+        default=None,
+        metavar="FILE",
+        help="where to write the report (default: poisonwatch-report.html in the store)",
+    )
     p.set_defaults(func=_cmd_demo)
 
-    p = sub.add_parser("verify", help="compare the marts with a generator's labels.jsonl")
+    p = sub.add_parser(
+        "verify",
+        help="compare the marts with a generator's labels.jsonl",
+        epilog="example: poisonwatch verify landing/labels.jsonl",
+    )
     p.add_argument("labels", help="labels.jsonl written by `poisonwatch generate`")
     p.set_defaults(func=_cmd_verify)
 
     p = sub.add_parser(
-        "cluster", help="a local Spark standalone cluster + Thrift server (target `cluster`)"
+        "cluster",
+        help="a local Spark standalone cluster + Thrift server (target `cluster`)",
+        epilog="example: poisonwatch cluster start --workers 2",
     )
     p.add_argument("action", choices=("start", "stop", "status"))
     p.add_argument("--workers", type=int, default=None, help="number of workers (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="start-up timeout in seconds")
     p.set_defaults(func=_cmd_cluster)
 
-    p = sub.add_parser("plan", help="show pending remediation actions; --sql writes a T-SQL script")
+    p = sub.add_parser(
+        "plan",
+        help="show pending remediation actions; --sql writes a T-SQL script",
+        epilog="example: poisonwatch plan --queue dbo.ExpenseQueue --sql remediation.sql",
+    )
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
     p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
     p.add_argument(
         "--broker", action="append", default=None, help="a live broker (see apply --broker)"
     )
+    p.add_argument("--wide", action="store_true", help="every row, every value whole")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="json/csv: every column of every action on stdout",
+    )
     p.set_defaults(func=_cmd_plan)
 
     p = sub.add_parser(
-        "collect", help="browse a live ActiveMQ broker's queues and DLQs into landing files"
+        "collect",
+        help="browse a live ActiveMQ broker's queues and DLQs into landing files",
+        epilog="example: poisonwatch collect --broker stomp://127.0.0.1:61613 --ingest",
     )
     p.add_argument(
         "--broker", required=True, help="stomp://HOST:PORT[?name=B] or a name in brokers.yml"
@@ -274,7 +341,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ingest", action="store_true", help="ingest the landing folder afterwards")
     p.set_defaults(func=_cmd_collect)
 
-    p = sub.add_parser("apply", help="apply pending actions exactly once (dry run without --yes)")
+    p = sub.add_parser(
+        "apply",
+        help="apply pending actions exactly once (dry run without --yes)",
+        epilog="example: poisonwatch apply --type end_conversation --yes",
+    )
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type")
     p.add_argument("--limit", type=int, default=None, help="apply at most N actions")
@@ -288,7 +359,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_apply)
 
-    p = sub.add_parser("replay", help="request dead-lettered JMS messages back to their queue")
+    p = sub.add_parser(
+        "replay",
+        help="request dead-lettered JMS messages back to their queue",
+        epilog='example: poisonwatch replay --message-id ID:app01-1 --note "fixed upstream"',
+    )
     p.add_argument("--message-id", action="append", required=True, help="JMSMessageID (repeat)")
     p.add_argument("--broker", default=None, help="broker name (default: any)")
     p.add_argument("--queue", default=None, help="the DLQ (default: whichever holds it)")
@@ -296,8 +371,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_replay)
 
     p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page with plots of what the marts say",
+        description="Write one self-contained HTML page (no scripts, no network requests) with "
+        "plots of failures, poison, dead letters, queue health, breakers and remediation.",
+        epilog="example: poisonwatch report --out report.html --since 1d",
+    )
+    p.add_argument(
+        "--out", default=None, metavar="FILE", help="default: poisonwatch-report.html here"
+    )
+    p.add_argument(
+        "--since",
+        default=None,
+        metavar="DURATION",
+        help="only the last DURATION before the newest attempt (e.g. 90m, 6h, 2d, 1w)",
+    )
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
         "bench",
         help="time ingest, full and incremental dbt build, plan/apply against a floor, per size",
+        epilog="example: poisonwatch bench --attempts 100000 --keep",
     )
     p.add_argument(
         "--attempts",
@@ -327,6 +421,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_bench)
 
+    # Each command's own --help starts with its one-line summary.
+    for action in sub._choices_actions:
+        command = sub.choices[action.dest]
+        command.description = command.description or action.help
     return parser
 
 

@@ -383,7 +383,7 @@ def apply_actions(
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=console,
-            transient=False,
+            transient=True,  # print_result (or the demo's line) says what was done
         ) as progress:
             task = progress.add_task("actions", total=len(plan.actions))
             stop: BrokerError | None = None

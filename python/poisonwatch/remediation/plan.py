@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from poisonwatch import textsafe
 from poisonwatch.config import PoisonwatchError
 from poisonwatch.remediation.ledger import MART_DATABASE, ops_database, sql_string
 
@@ -152,49 +153,88 @@ def runs_where(action: dict[str, Any], live_brokers: set[str]) -> str:
     return "script"
 
 
+def _target(a: dict[str, Any]) -> str:
+    return " / ".join(
+        str(v)
+        for v in (
+            a["queue_name"],
+            a["conversation_handle"] or a["message_id"],
+            a["consumer_id"] if a["action_type"] in ("disable_consumer",) else None,
+        )
+        if v
+    ) or str(a["consumer_id"] or "")
+
+
 def print_plan(
     plan: Plan,
     console: Console | None = None,
     max_rows: int = 50,
     live_brokers: set[str] | None = None,
+    wide: bool = False,
+    fmt: str = "table",
 ) -> None:
+    """The pending actions: a table that fits the terminal (one line per action, long targets
+    and ids shortened with `…`), every value whole with `wide`, or every column of every
+    action as `json` lines or `csv` on stdout. `run` says where each action runs (live on a
+    connected broker, script-only, or review)."""
     console = console or Console()
     live_brokers = live_brokers or set()
+    if fmt in ("json", "csv"):
+        from poisonwatch.warehouse.sqlrun import print_rows
+
+        print_rows(list(COLUMNS), [tuple(a[c] for c in COLUMNS) for a in plan.actions], fmt)
+        return
     if not plan.actions:
         console.print("[green]Nothing to do:[/green] no pending remediation actions.")
         return
     table = Table(title=f"Pending remediation actions ({len(plan.actions)})")
-    for col in ("#", "type", "target", "reason", "review", "collateral", "run", "action_id"):
-        table.add_column(col, overflow="fold")
-    for a in plan.actions[:max_rows]:
-        target = " / ".join(
-            str(v)
-            for v in (
-                a["queue_name"],
-                a["conversation_handle"] or a["message_id"],
-                a["consumer_id"] if a["action_type"] in ("disable_consumer",) else None,
+    if wide:
+        for col in ("#", "type", "target", "reason", "review", "lost", "run", "action_id"):
+            table.add_column(
+                col, overflow="fold", justify="right" if col in ("#", "lost") else "left"
             )
-            if v
-        ) or str(a["consumer_id"] or "")
+    else:
+        # One line per action: the columns get explicit widths from the terminal's (rich does
+        # not shrink unbreakable values), long values end in `…`.
+        seq = max(len(str(a["sequence_in_script"])) for a in plan.actions)
+        flex = max(console.width - 25 - (seq + 6 + 4 + 6 + 9), 24)
+        kind, why = min(16, flex * 3 // 10), min(19, flex // 4)
+        cut = {"no_wrap": True, "overflow": "ellipsis"}
+        table.add_column("#", justify="right", width=seq, **cut)
+        table.add_column("type", width=kind, **cut)
+        table.add_column("target", width=flex - kind - why, **cut)
+        table.add_column("reason", width=why, **cut)
+        table.add_column("review", width=6, **cut)
+        table.add_column("lost", justify="right", width=4, **cut)
+        table.add_column("run", width=6, **cut)
+        table.add_column("action_id", width=9, **cut)
+    rows = plan.actions if wide else plan.actions[:max_rows]
+    for a in rows:
         review = a["review_reason"] or ("yes" if a["requires_review"] else "")
+        if not wide:
+            review = "yes" if a["requires_review"] else ""
         table.add_row(
             str(a["sequence_in_script"]),
-            a["action_type"],
-            target,
-            str(a["reason"] or ""),
-            review,
+            textsafe.terminal(a["action_type"]),
+            textsafe.terminal(_target(a) if wide else _target(a).replace(" / ", "/")),
+            textsafe.terminal(a["reason"] or ""),
+            textsafe.terminal(review),
             str(a["collateral_message_count"] or 0),
             runs_where(a, live_brokers),
-            a["action_id"][:12],
+            a["action_id"] if wide else a["action_id"][:8] + "…",
         )
     console.print(table)
-    if len(plan.actions) > max_rows:
-        console.print(f"[dim]… and {len(plan.actions) - max_rows} more[/dim]")
+    if len(plan.actions) > len(rows):
+        console.print(
+            f"[dim]… and {len(plan.actions) - len(rows)} more (--wide shows all, "
+            "--format json every column)[/dim]"
+        )
     by = Table(title="By type and queue / consumer")
-    for col in ("type", "queue / consumer", "actions"):
-        by.add_column(col, overflow="fold")
+    by.add_column("type", overflow="fold" if wide else "ellipsis")
+    by.add_column("queue / consumer", overflow="fold" if wide else "ellipsis")
+    by.add_column("actions", justify="right", no_wrap=True)
     for (action_type, target), n in sorted(plan.counts.items()):
-        by.add_row(action_type, target, str(n))
+        by.add_row(textsafe.terminal(action_type), textsafe.terminal(target), str(n))
     console.print(by)
     where = Counter(runs_where(a, live_brokers) for a in plan.actions)
     console.print(
@@ -205,7 +245,8 @@ def print_plan(
     review = sum(1 for a in plan.actions if a["requires_review"])
     console.print(
         f"{len(plan.actions)} pending action(s), {review} for review only (never applied by "
-        f"`apply`); ending conversations discards {plan.collateral} message(s) in the queues."
+        f"`apply`); ending conversations discards {plan.collateral} message(s) in the queues "
+        "(column `lost`)."
     )
 
 
@@ -282,6 +323,8 @@ def run_plan(
     sql_file: Path | None = None,
     target: str | None = None,
     brokers: list[str] | None = None,
+    wide: bool = False,
+    fmt: str = "table",
 ) -> Plan:
     from poisonwatch.broker import live_brokers
     from poisonwatch.warehouse.engine import connect
@@ -289,7 +332,7 @@ def run_plan(
     live = set(live_brokers(brokers))
     with connect(target) as engine:
         plan = load_pending(engine, filters)
-    print_plan(plan, live_brokers=live)
+    print_plan(plan, live_brokers=live, wide=wide, fmt=fmt)
     if sql_file is not None:
         write_script(sql_file, render_script(plan.actions, "pending remediation actions"))
         n = sum(1 for a in plan.actions if a["statement_language"] == "tsql" and a["statement"])

@@ -2,15 +2,29 @@
 
 dbt-spark's `session` method calls `SparkSession.builder.getOrCreate()`, which returns the session
 this process already has: one JVM, one Derby connection, no "store busy" between steps.
+
+The terminal gets one live status line (nodes done / total, the node running, elapsed time) and
+then one summary line; dbt's whole log goes to `$POISONWATCH_HOME/logs/dbt/dbt.log` only. When
+the run fails, the failing nodes and their errors are printed with the log's path.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from poisonwatch import textsafe
 from poisonwatch.config import PoisonwatchError, home, project_root, target_name
+
+FAILED_STATUSES = {"error", "fail", "runtime error"}
 
 
 def target_path() -> Path:
@@ -18,13 +32,77 @@ def target_path() -> Path:
     return home() / "dbt_target"
 
 
-def run_dbt(args: Sequence[str], target: str | None = None) -> None:
-    """Run `dbt <args>` against this project; raise PoisonwatchError when it fails."""
+def dbt_log_path() -> Path:
+    """Where dbt writes its full log for runner-started builds."""
+    return home() / "logs" / "dbt" / "dbt.log"
+
+
+@dataclass
+class _Tracker:
+    """Follows dbt's events (they arrive on dbt's worker threads) for the status line."""
+
+    progress: Progress | None
+    task: Any = None
+    total: int = 0
+    done: int = 0
+    running: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, msg: Any) -> None:
+        name = msg.info.name
+        if name not in ("LogStartLine", "NodeStart", "NodeFinished"):
+            return
+        with self.lock:
+            if name == "LogStartLine" and msg.data.total:
+                self.total = int(msg.data.total)
+            node = msg.data.node_info.node_name if hasattr(msg.data, "node_info") else ""
+            if name == "NodeStart" and node:
+                self.running.append(node)
+            elif name == "NodeFinished":
+                self.done += 1
+                if node in self.running:
+                    self.running.remove(node)
+            if self.progress is not None:
+                current = self.running[-1] if self.running else ""
+                more = f" +{len(self.running) - 1}" if len(self.running) > 1 else ""
+                self.progress.update(
+                    self.task,
+                    total=self.total or None,
+                    completed=self.done,
+                    node=textsafe.terminal(current, 40) + more,
+                )
+
+
+def _failures(result: Any) -> list[tuple[str, str, str]]:
+    """(node, status, message) of every node that failed or errored."""
+    out = []
+    for r in getattr(getattr(result, "result", None), "results", None) or []:
+        status = str(getattr(r.status, "value", r.status)).lower()
+        if status in FAILED_STATUSES:
+            node = getattr(getattr(r, "node", None), "unique_id", "?")
+            out.append((node, status, (r.message or "").strip()))
+    return out
+
+
+def run_dbt(
+    args: Sequence[str],
+    target: str | None = None,
+    console: Console | None = None,
+    label: str | None = None,
+    quiet: bool = False,
+) -> int:
+    """Run `dbt <args>` against this project with a live status line; return the node count.
+
+    `quiet`: no summary line (the caller prints its own). Raises PoisonwatchError naming the
+    failing nodes, their errors and the log file when dbt fails.
+    """
     from dbt.cli.main import dbtRunner
 
     root = project_root()
-    store = home()
+    home()  # exports POISONWATCH_HOME for the profile dbt renders
     name = target_name(target)
+    console = console or Console(stderr=True)
+    title = label or f"dbt {' '.join(args)}"
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
     full = [
         *args,
@@ -35,11 +113,43 @@ def run_dbt(args: Sequence[str], target: str | None = None) -> None:
         "--target",
         name,
         "--log-path",
-        str(store / "logs" / "dbt"),
+        str(dbt_log_path().parent),
         "--target-path",
         str(target_path()),
+        # Nothing on the terminal but our status line; everything in the log file.
+        "--log-level",
+        "none",
+        "--log-level-file",
+        "debug",
     ]
-    result = dbtRunner().invoke(full)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(bar_width=20),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("[dim]{task.fields[node]}"),
+        console=console,
+        transient=True,
+    )
+    tracker = _Tracker(progress)
+    started = time.monotonic()
+    with progress:
+        tracker.task = progress.add_task(title, total=None, node="parsing the project")
+        result = dbtRunner(callbacks=[tracker]).invoke(full)
+    elapsed = time.monotonic() - started
+    log = dbt_log_path()
     if not result.success:
-        detail = f": {result.exception}" if result.exception else ""
-        raise PoisonwatchError(f"dbt {' '.join(args)} failed{detail} (see the log above)")
+        failed = _failures(result)
+        lines = [f"{title} failed after {elapsed:.0f} s ({tracker.done} nodes ran)"]
+        for node, status, message in failed[:10]:
+            first = message.splitlines()[0] if message else ""
+            lines.append(f"  {status}: {node}: {first[:300]}")
+        if len(failed) > 10:
+            lines.append(f"  … and {len(failed) - 10} more")
+        if result.exception:
+            lines.append(f"  {type(result.exception).__name__}: {str(result.exception)[:500]}")
+        lines.append(f"full log: {log}")
+        raise PoisonwatchError("\n".join(textsafe.neutralise(line) for line in lines))
+    if not quiet:
+        console.print(f"{title}: {tracker.done} nodes ok in {elapsed:.0f} s")
+    return tracker.done

@@ -36,9 +36,16 @@ def _jsonable(value: Any) -> Any:
 
 
 def print_rows(
-    columns: list[str], rows: list[tuple[Any, ...]], fmt: str, out: IO[str] | None = None
+    columns: list[str],
+    rows: list[tuple[Any, ...]],
+    fmt: str,
+    out: IO[str] | None = None,
+    wide: bool = False,
 ) -> None:
-    """Print rows as a rich table, CSV (with header) or JSON lines (one object per row)."""
+    """Print rows as a rich table, CSV (with header) or JSON lines (one object per row).
+
+    The table fits the terminal: one line per row, long values shortened with `…`; `wide`
+    folds them instead, whole."""
     out = out or sys.stdout
     if fmt == "json":
         for row in rows:
@@ -52,18 +59,21 @@ def print_rows(
     else:
         table = Table(show_lines=False)
         for c in columns:
-            table.add_column(c, overflow="fold")
+            if wide:
+                table.add_column(c, overflow="fold")
+            else:
+                table.add_column(c, overflow="ellipsis", no_wrap=True)
         for row in rows:
             table.add_row(*("" if v is None else str(_jsonable(v)) for v in row))
         Console(file=out).print(table)
         Console(file=sys.stderr).print(f"[dim]{len(rows)} row(s)[/dim]")
 
 
-def run_sql(query: str, fmt: str = "table", target: str | None = None) -> int:
+def run_sql(query: str, fmt: str = "table", target: str | None = None, wide: bool = False) -> int:
     """Run one Spark SQL statement on the current target and print its result."""
     from poisonwatch.warehouse.engine import connect
 
     with connect(target) as engine:
         columns, rows = engine.query(query)
-    print_rows(columns, rows, fmt)
+    print_rows(columns, rows, fmt, wide=wide)
     return len(rows)
