@@ -113,6 +113,9 @@ def raw_rows() -> dict[str, list[dict[str, Any]]]:
              "started_at": ts("10:00"), "finished_at": ts("10:30"), "status": "succeeded"},
             {"activation_id": "act-2", "consumer_id": "agent.orders", "server_name": "APP01",
              "started_at": ts("10:40"), "status": "running"},
+            # Seed 002: the same activation id on another server is another activation.
+            {"activation_id": "act-1", "consumer_id": "agent.orders", "server_name": "APP02",
+             "started_at": ts("10:05"), "finished_at": ts("10:20"), "status": "failed"},
         ],
     }  # fmt: skip
 
@@ -512,6 +515,19 @@ def test_outcome_out_of_enum_names_expectation_and_column(engine: Any) -> None:
     ]
     (outcome,) = report.suite("raw_jms_receive_attempts").failures()
     assert outcome.observed == "1 of 4 rows unexpected" and "'committed'" in outcome.examples
+
+
+def test_activation_repeated_on_one_server_fails(engine: Any) -> None:
+    """An activation is (consumer, server, activation id): the clean data has act-1 on two
+    servers and passes; act-1 twice on APP01 for the same consumer fails."""
+    spark = engine.spark
+    copy_database(spark, RAW_DATABASE, "raw_defect_activation")
+    again = {**raw_rows()["jms_activations"][0], "status": "failed"}
+    insert_rows(spark, "raw_defect_activation.jms_activations", [again])
+    report = run(engine, "raw_jms_activations", databases={"raw": "raw_defect_activation"})
+    assert [f[0] for f in failed(report, "raw_jms_activations")] == [
+        "expect_compound_columns_to_be_unique"
+    ]
 
 
 def test_delivery_count_zero_fails(engine: Any) -> None:
