@@ -9,12 +9,14 @@ databases of its own, breaks one thing, and shows the right expectation failing.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from poisonwatch import checks, config
 from poisonwatch.warehouse.schemas import DATASETS, RAW_DATABASE, create_raw_tables
@@ -708,3 +710,29 @@ def test_data_docs_show_the_latest_run(engine: Any, store: Path) -> None:
     assert [p.stem for p in suites] == ["raw_ingested_files"]
     assert len(results) == 1
     assert "content_hash" in results[0].read_text()
+
+
+HIJACK = (
+    "[bold red]HIJACK[/bold red] \x1b[2J <script>alert(1)</script> "
+    '=HYPERLINK("http://evil.example","x") \u202eevil'
+)
+
+
+def test_hostile_values_are_inert_in_the_report_and_data_docs(engine: Any, store: Path) -> None:
+    """An unexpected value quoting markup, an ANSI sequence, HTML and a bidi override is shown
+    as text in the terminal report and escaped in the Data Docs page GX writes."""
+    spark = engine.spark
+    copy_database(spark, RAW_DATABASE, "raw_defect_hostile")
+    bad = {**raw_rows()["ssb_receive_attempts"][2], "outcome": HIJACK, "attempt_id": "hostile"}
+    insert_rows(spark, "raw_defect_hostile.ssb_receive_attempts", [bad])
+    report = run(engine, "raw_ssb_receive_attempts", databases={"raw": "raw_defect_hostile"})
+    assert not report.success
+    buffer = io.StringIO()
+    checks.print_report(report, console=Console(file=buffer, width=400))
+    out = buffer.getvalue()
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "[bold red]HIJACK" in out  # printed, not interpreted
+    pages = list((store / "data_docs" / "validations").rglob("*.html"))
+    html = "\n".join(p.read_text() for p in pages)
+    assert "HIJACK" in html
+    assert "<script>alert(1)" not in html and "\x1b" not in html

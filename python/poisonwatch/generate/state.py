@@ -72,6 +72,8 @@ ACTIVATION_WINDOW_US = HOUR_US
 def time_based_activation_ids(consumer_id: str) -> bool:
     """Every other consumer setting (a stable choice by name) numbers its activations by time."""
     return sum(consumer_id.encode()) % 2 == 0
+
+
 SNAPSHOTS_DURING = 5  # snapshots while traffic flows; one more after the last attempt
 MAX_CHUNK = 1_000_000
 SWEEP_AFTER_US = 45 * 60_000_000  # stuck background conversations are ended after 45-90 min

@@ -33,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from poisonwatch.config import PoisonwatchError, home, load_profile
+from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.schemas import RAW_DATABASE
 
 if TYPE_CHECKING:
@@ -504,6 +505,9 @@ _STATUS_STYLE = {
 }
 
 
+EXAMPLES_CHARS = 300
+
+
 def _expectation_table(suite: SuiteOutcome, only_failures: bool) -> Table:
     rows = suite.failures() if only_failures else suite.expectations
     title = (
@@ -523,7 +527,15 @@ def _expectation_table(suite: SuiteOutcome, only_failures: bool) -> Table:
         what = Text(e.description or e.expectation)
         if e.description:
             what.append(f"\n{e.expectation}", style="dim")
-        table.add_row(mark, what, e.columns, e.condition, e.observed, e.examples)
+        # Unexpected values (examples) and conditions quote the data: inert text.
+        table.add_row(
+            mark,
+            what,
+            terminal(e.columns),
+            terminal(e.condition),
+            terminal(e.observed),
+            terminal(e.examples, limit=EXAMPLES_CHARS),
+        )
     return table
 
 
@@ -552,7 +564,7 @@ def print_report(
             str(s.passed) if ran else "",
             (f"[bold red]{s.failed}[/bold red]" if s.failed else "0") if ran else "",
             f"{s.seconds:.1f}" if s.status != "skipped" else "",
-            s.reason,
+            terminal(s.reason, limit=EXAMPLES_CHARS),
         )
     console.print(summary)
 
