@@ -279,16 +279,19 @@ def test_booleans_base64_json_properties_and_enums_of_other_datasets(
         "queue_name": "DLQ",
         "message_id": "ID:vm-36765-1795236730220-4:1:1:1:13",
     }
+    # (one browse, five messages: rows of one snapshot with one id would be duplicates)
     write(
         tmp_path / "jms_queue_snapshots" / "j.jsonl",
         "\n".join(
-            json.dumps({**snap, **change})
-            for change in (
-                {"properties": '{"_AMQ_ORIG_QUEUE": "orders"}'},
-                {"properties": {"nested": "object"}},
-                {"properties": "[1]"},
-                {"properties": "not json"},
-                {"body": {"a": 1}},
+            json.dumps({**snap, **change, "message_id": f"{snap['message_id']}:{n}"})
+            for n, change in enumerate(
+                (
+                    {"properties": '{"_AMQ_ORIG_QUEUE": "orders"}'},
+                    {"properties": {"nested": "object"}},
+                    {"properties": "[1]"},
+                    {"properties": "not json"},
+                    {"body": {"a": 1}},
+                )
             )
         )
         + "\n",
@@ -357,8 +360,8 @@ def test_booleans_base64_json_properties_and_enums_of_other_datasets(
         (False, None),
     ]
     assert loaded(engine, "jms_queue_snapshots", tmp_path, "message_id, properties") == [
-        ("ID:vm-36765-1795236730220-4:1:1:1:13", '{"_AMQ_ORIG_QUEUE": "orders"}'),
-        ("ID:vm-36765-1795236730220-4:1:1:1:13", '{"nested":"object"}'),
+        ("ID:vm-36765-1795236730220-4:1:1:1:13:0", '{"_AMQ_ORIG_QUEUE": "orders"}'),
+        ("ID:vm-36765-1795236730220-4:1:1:1:13:1", '{"nested":"object"}'),
     ]
     assert loaded(engine, "ssb_queue_snapshots", tmp_path, "validation, message_body") == [
         ("X", "PGE+PC9hPg==")
@@ -701,7 +704,7 @@ def test_cut_gzip_and_bad_parquet_footer_are_rejected_whole_then_the_complete_fi
     write(tmp_path / "ssb_queue_states" / "footer_cut.parquet", parquet[:-20])
     first = run(engine, tmp_path)
 
-    got = rejects(engine, tmp_path)
+    got = sorted(rejects(engine, tmp_path))
     assert [(name, number, field) for name, number, field, _ in got] == [
         ("cut_in_trailer.jsonl.gz", None, None),
         ("cut_mid_stream.jsonl.gz", None, None),

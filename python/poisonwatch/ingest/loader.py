@@ -546,11 +546,12 @@ def print_summary(summary: IngestSummary, console: Console | None = None) -> Non
         title=f"ingest {summary.landing}\nbatch {summary.batch_id}",
         box=box.SIMPLE_HEAD,
         show_edge=False,
-        caption="files: loaded / skipped (already ingested) / failed (whole file rejected); "
+        collapse_padding=True,
+        caption="files: loaded / skip (already ingested) / failed (whole file rejected); "
         "dupes: records already loaded from another file (counted once)",
     )
     table.add_column("dataset", no_wrap=True)
-    for header in ("files", "skipped", "failed", "records", "rejected", "dupes", "blank"):
+    for header in ("files", "skip", "failed", "records", "rejects", "dupes", "blank"):
         table.add_column(header, justify="right", no_wrap=True)
     for name in sorted(summary.datasets):
         d = summary.datasets[name]
