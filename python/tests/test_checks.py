@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from poisonwatch import checks, config
+from poisonwatch import config
+from poisonwatch.quality import checks
 from poisonwatch.warehouse.schemas import DATASETS, RAW_DATABASE, create_raw_tables
 
 H1 = "6F9619FF-8B86-D011-B42D-00C04FC964F1"

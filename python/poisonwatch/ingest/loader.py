@@ -7,7 +7,10 @@ and only ever pulls counts back.
 Crash safety: one run = one `_batch_id`; raw tables and `raw_rejects` are partitioned by it and
 the ledger `raw.ingested_files` is appended last (the commit point). A run starts by dropping the
 partitions of batches that never reached the ledger, so a run killed midway leaves nothing.
-Idempotency: a file whose content hash is in the ledger is skipped.
+Idempotency: a file whose content hash is in the ledger is skipped. Overlapping exports: a
+record whose natural key (sql.DEDUP_KEYS) is already in the raw table, or earlier in the run, is
+dropped and counted per file (`duplicates`); only the raw rows in the new records' time range
+are read for that.
 """
 
 from __future__ import annotations
@@ -311,7 +314,7 @@ def load_chunk(
             is_dup = "d._fid is not null"
         _, rows = engine.query(
             f"select s._fid, count_if(s._blank), "
-            f"count_if(not s._blank and s._err is null and not {is_dup}), "
+            f"count_if(not s._blank and s._err is null and not ({is_dup})), "
             f"count_if(s._err is not null), count_if({is_dup}) from {rows_sql} group by s._fid"
         )
         results = [FileResult(file=f) for f in files]
@@ -325,7 +328,7 @@ def load_chunk(
             engine.execute(
                 f"insert into {_table(dataset.name)} {partition} "
                 f"select {cols}, s._source, s._rec, {_ts(now)} from {rows_sql} "
-                f"where not s._blank and s._err is null and not {is_dup}"
+                f"where not s._blank and s._err is null and not ({is_dup})"
             )
         if any(r.rejected for r in results):
             engine.execute(
