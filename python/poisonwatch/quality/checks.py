@@ -336,7 +336,7 @@ def _run_suite(
 
     df: DataFrame | None = None
     try:
-        df = spark.sql(suite.rendered_sql(names)).cache()
+        df = _html_inert(spark.sql(suite.rendered_sql(names))).cache()
         outcome.rows = df.count()
 
         try:
@@ -382,6 +382,25 @@ def _run_suite(
     if outcome.failed:
         outcome.status = "failed"
     return outcome
+
+
+def _html_inert(df: DataFrame) -> DataFrame:
+    """Text columns with `&`, `<`, `>` HTML-escaped: GX writes unexpected values into the Data
+    Docs pages as raw HTML (its templates are not autoescaped), so a message body or error
+    text could carry `<script>` into the site. The escaping is injective and the suites'
+    sets and patterns contain none of these characters, so every expectation's verdict
+    is unchanged; the report shows the examples as escaped text."""
+    from pyspark.sql.types import StringType
+
+    expressions = []
+    for column in df.schema.fields:
+        name = "`" + column.name.replace("`", "``") + "`"
+        if isinstance(column.dataType, StringType):
+            escaped = f"replace(replace(replace({name}, '&', '&amp;'), '<', '&lt;'), '>', '&gt;')"
+            expressions.append(f"{escaped} as {name}")
+        else:
+            expressions.append(name)
+    return df.selectExpr(*expressions)
 
 
 def _first_line(text: str) -> str:
