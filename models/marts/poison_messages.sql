@@ -175,7 +175,7 @@ select
     first_seen_in_dlq_at,
     is_discarded_by_apply,
     is_parked_by_apply,
-    not (
+    not(
         is_conversation_ended
         or is_dead_lettered
         or is_discarded_by_apply

@@ -8,7 +8,9 @@ select
     orig_queue,
     cast(replayed_at as timestamp) as replayed_at,
     run_id,
-    {{ message_key('jms', {'broker_kind': "'jms'", 'queue_name': 'coalesce(orig_queue, queue_name)'}) }}
+    {{ message_key(
+        'jms', {'broker_kind': "'jms'", 'queue_name': 'coalesce(orig_queue, queue_name)'}
+    ) }}
         as message_key
 from {{ source('ops', 'replayed_messages') }} as effects
 {{ committed_effects_filter('effects', source('ops', 'action_log')) }}
