@@ -38,8 +38,8 @@ with connect("local") as e:
         e.execute("insert into poisonwatch_ops.action_log values "
                   "('act-1', 'run-1', timestamp'2026-11-20 08:00:00', 'applied')")
     rows = e.scalar("select count(*) from raw.ssb_receive_attempts")
-    ops = e.scalar("select count(*) from poisonwatch_ops.action_log") if e.table_exists(
-        "poisonwatch_ops", "action_log") else None
+    has_ops = e.query("show databases like 'poisonwatch_ops'")[1]
+    ops = e.scalar("select count(*) from poisonwatch_ops.action_log") if has_ops else None
 print("@@" + json.dumps({"loaded": d.records_loaded, "skipped": d.files_skipped,
                          "rows": rows, "ops": ops}))
 """
