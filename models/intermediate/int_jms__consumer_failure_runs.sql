@@ -54,27 +54,27 @@ with new_attempts as (
 ),
 {%- if incremental %}
 
-recent_attempts as (
-    select
-        {{ run_columns | join(',\n        ') }},
-        exception_class
-    from {{ this }}
-    {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
-),
+    recent_attempts as (
+        select
+            {{ run_columns | join(',\n            ') }},
+            exception_class
+        from {{ this }}
+        {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
+    ),
 
-carried as (
-    select
-        consumer_id,
-        server_name,
-        max(counted_attempt_number) as carried_attempt_number,
-        max_by(outcome, counted_attempt_number) as carried_outcome,
-        max_by(exception_class, counted_attempt_number) as carried_exception_class,
-        max_by(any_type_run, counted_attempt_number) as carried_any_type_run,
-        max_by(same_type_run, counted_attempt_number) as carried_same_type_run
-    from {{ this }}
-    {{ partition_bound_filter('attempt_partition', '<', cutoff_partition) }}
-    group by consumer_id, server_name
-),
+    carried as (
+        select
+            consumer_id,
+            server_name,
+            max(counted_attempt_number) as carried_attempt_number,
+            max_by(outcome, counted_attempt_number) as carried_outcome,
+            max_by(exception_class, counted_attempt_number) as carried_exception_class,
+            max_by(any_type_run, counted_attempt_number) as carried_any_type_run,
+            max_by(same_type_run, counted_attempt_number) as carried_same_type_run
+        from {{ this }}
+        {{ partition_bound_filter('attempt_partition', '<', cutoff_partition) }}
+        group by consumer_id, server_name
+    ),
 {%- endif %}
 
 counted as (
@@ -133,12 +133,14 @@ continued as (
             0 as carried_any_type_run,
             0 as carried_same_type_run
         {%- endif %}
-    from ordered
     {%- if incremental %}
+        from ordered
         left join carried
             on
                 ordered.consumer_id = carried.consumer_id
                 and ordered.server_name = carried.server_name
+    {%- else %}
+        from ordered
     {%- endif %}
 ),
 

@@ -178,58 +178,60 @@ classified as (
 ),
 {%- if new_batches_only %}
 
-{#-
-    The partitions to rewrite, read before the model runs so that the scan of this table
-    is pruned to them: where the touched messages already live, and, for messages never
-    seen, the hour of their first new attempt.
--#}
-{%- set partitions_query -%}
-    with new_messages as (
-        select
-            message_key,
-            min(attempted_at) as first_new_attempted_at
-        from (
-            select message_key, attempted_at, batch_id
-            from {{ ref('stg_service_broker__receive_attempts') }}
-            union all
-            select message_key, attempted_at, batch_id
-            from {{ ref('stg_jms__receive_attempts') }}
-        ) as landed
-        {{ batch_filter }}
-        group by message_key
-    ),
+    {#-
+        The partitions to rewrite, read before the model runs so that the scan of this table
+        is pruned to them: where the touched messages already live, and, for messages never
+        seen, the hour of their first new attempt.
+    -#}
+    {%- set partitions_query -%}
+        with new_messages as (
+            select
+                message_key,
+                min(attempted_at) as first_new_attempted_at
+            from (
+                select message_key, attempted_at, batch_id
+                from {{ ref('stg_service_broker__receive_attempts') }}
+                union all
+                select message_key, attempted_at, batch_id
+                from {{ ref('stg_jms__receive_attempts') }}
+            ) as landed
+            {{ batch_filter }}
+            group by message_key
+        ),
 
-    known_messages as (
+        known_messages as (
+            select distinct
+                message_key,
+                message_partition
+            from {{ this }}
+            where message_key in (select new_messages.message_key from new_messages)
+        )
+
         select distinct
-            message_key,
-            message_partition
+            coalesce(
+                known_messages.message_partition,
+                {{ time_bucket('new_messages.first_new_attempted_at', partition_seconds) }}
+            ) as message_partition
+        from new_messages
+        left join known_messages
+            on new_messages.message_key = known_messages.message_key
+    {%- endset -%}
+    {%- set partitions = (
+        run_query(partitions_query).columns[0].values() | list if execute else []
+    ) %}
+
+    previous_attempts as (
+        select
+            {{ attempt_columns | join(',\n            ') }},
+            message_partition as previous_message_partition,
+            failure_class
         from {{ this }}
-        where message_key in (select new_messages.message_key from new_messages)
-    )
-
-    select distinct
-        coalesce(
-            known_messages.message_partition,
-            {{ time_bucket('new_messages.first_new_attempted_at', partition_seconds) }}
-        ) as message_partition
-    from new_messages
-    left join known_messages
-        on new_messages.message_key = known_messages.message_key
-{%- endset -%}
-{%- set partitions = run_query(partitions_query).columns[0].values() | list if execute else [] %}
-
-previous_attempts as (
-    select
-        {{ attempt_columns | join(',\n        ') }},
-        message_partition as previous_message_partition,
-        failure_class
-    from {{ this }}
-    {%- if partitions | length > 0 %}
-        where message_partition in ({{ string_literal_list(partitions) }})
-    {%- else %}
-        where false
-    {%- endif %}
-),
+        {%- if partitions | length > 0 %}
+            where message_partition in ({{ string_literal_list(partitions) }})
+        {%- else %}
+            where false
+        {%- endif %}
+    ),
 {%- endif %}
 
 all_attempts as (

@@ -54,22 +54,22 @@ with new_attempts as (
 ),
 {%- if incremental %}
 
-recent_attempts as (
-    select
-        {{ run_columns | join(',\n        ') }}
-    from {{ this }}
-    {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
-),
+    recent_attempts as (
+        select
+            {{ run_columns | join(',\n            ') }}
+        from {{ this }}
+        {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
+    ),
 
-carried as (
-    select
-        queue_key,
-        max(queue_attempt_number) as carried_attempt_number,
-        max_by(rollback_run, queue_attempt_number) as carried_rollback_run
-    from {{ this }}
-    {{ partition_bound_filter('attempt_partition', '<', cutoff_partition) }}
-    group by queue_key
-),
+    carried as (
+        select
+            queue_key,
+            max(queue_attempt_number) as carried_attempt_number,
+            max_by(rollback_run, queue_attempt_number) as carried_rollback_run
+        from {{ this }}
+        {{ partition_bound_filter('attempt_partition', '<', cutoff_partition) }}
+        group by queue_key
+    ),
 {%- endif %}
 
 attempts as (
@@ -140,10 +140,12 @@ final as (
             runs.rollback_run_since_cutoff as rollback_run,
         {%- endif %}
         {{ time_bucket('runs.attempted_at', partition_seconds) }} as attempt_partition
-    from runs
     {%- if incremental %}
+        from runs
         left join carried
             on runs.queue_key = carried.queue_key
+    {%- else %}
+        from runs
     {%- endif %}
 )
 

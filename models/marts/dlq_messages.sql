@@ -35,6 +35,7 @@ dlq_snapshot_messages as (
         max(orig_queue) as orig_queue,
         max(delivery_count) as delivery_count,
         min(snapshot_at) as first_seen_at,
+        max(snapshot_at) as last_seen_at,
         max_by(body, snapshot_at) as body
     from dlq_snapshot_rows
     group by message_key
@@ -55,6 +56,15 @@ applied as (
         min(dead_lettered_at) as dead_lettered_at,
         max(body) as body
     from {{ ref('stg_ops__dead_lettered_messages') }}
+    group by message_key
+),
+
+replayed as (
+    -- copies moved back to their original queue by apply (retry_from_dlq)
+    select
+        message_key,
+        max(replayed_at) as last_replayed_at
+    from {{ ref('stg_ops__replayed_messages') }}
     group by message_key
 ),
 
@@ -115,6 +125,8 @@ select
     dlq.message_key is not null as is_in_dlq_snapshot,
     applied.message_key is not null as is_dead_lettered_by_apply,
     coalesce(dlq.first_seen_at, applied.dead_lettered_at, poison.last_failed_at) as first_seen_at,
+    dlq.last_seen_at as last_seen_in_dlq_at,
+    replayed.last_replayed_at,
     case
         when coalesce(poison.broker_kind, applied.broker_kind) = 'service_broker'
             then service_broker_bodies.body_preview
@@ -129,5 +141,7 @@ left join applied
     on candidate_keys.message_key = applied.message_key
 left join poison
     on candidate_keys.message_key = poison.message_key
+left join replayed
+    on candidate_keys.message_key = replayed.message_key
 left join service_broker_bodies
     on candidate_keys.message_key = service_broker_bodies.message_key

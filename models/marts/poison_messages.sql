@@ -34,6 +34,28 @@ dead_lettered_by_apply as (
     group by message_key
 ),
 
+removed_by_apply as (
+    -- discarded or parked by apply: the message left its queue
+    select
+        message_key,
+        min(discarded_at) as discarded_at,
+        min(parked_at) as parked_at
+    from (
+        select
+            message_key,
+            discarded_at,
+            cast(null as timestamp) as parked_at
+        from {{ ref('stg_ops__discarded_messages') }}
+        union all
+        select
+            message_key,
+            cast(null as timestamp) as discarded_at,
+            parked_at
+        from {{ ref('stg_ops__parked_messages') }}
+    ) as removed
+    group by message_key
+),
+
 dlq_snapshot_messages as (
     select
         {{ message_key(
@@ -75,6 +97,8 @@ joined as (
             as is_conversation_ended,
         applied_ended.ended_at is not null as is_conversation_ended_by_apply,
         dead_lettered_by_apply.message_key is not null as is_dead_lettered_by_apply,
+        removed_by_apply.discarded_at is not null as is_discarded_by_apply,
+        removed_by_apply.parked_at is not null as is_parked_by_apply,
         dead_lettered_by_apply.message_key is not null
         or dlq_snapshot_messages.message_key is not null as is_dead_lettered
     from messages
@@ -92,6 +116,8 @@ joined as (
         on messages.message_key = dead_lettered_by_apply.message_key
     left join dlq_snapshot_messages
         on messages.message_key = dlq_snapshot_messages.message_key
+    left join removed_by_apply
+        on messages.message_key = removed_by_apply.message_key
     left join ordering
         on messages.message_key = ordering.message_key
     left join redelivery
@@ -147,9 +173,21 @@ select
     is_dead_lettered_by_apply,
     dead_lettered_at,
     first_seen_in_dlq_at,
-    not(is_conversation_ended or is_dead_lettered) as is_live,
-    classification = 'poison' and not (is_conversation_ended or is_dead_lettered)
-        as is_live_poison,
+    is_discarded_by_apply,
+    is_parked_by_apply,
+    not(
+        is_conversation_ended
+        or is_dead_lettered
+        or is_discarded_by_apply
+        or is_parked_by_apply
+    ) as is_live,
+    classification = 'poison'
+    and not (
+        is_conversation_ended
+        or is_dead_lettered
+        or is_discarded_by_apply
+        or is_parked_by_apply
+    ) as is_live_poison,
     case when broker_kind = 'jms' then coalesce(ordering_flag, false) end
         as has_out_of_order_processing,
     case

@@ -480,6 +480,39 @@ dlq as (
         and (is_in_dlq_snapshot or is_dead_lettered_by_apply)
 ),
 
+dlq_replay_requests as (
+    -- A copy is replayed once per stay in the DLQ: a request is served by a replay at or
+    -- after it; of the requests not served yet only the earliest is an action; a copy
+    -- replayed and not seen in a DLQ snapshot since then is gone from the DLQ.
+    select
+        dlq.broker_name,
+        dlq.queue_name,
+        dlq.message_id,
+        dlq.orig_address,
+        dlq.orig_queue,
+        replay_requests.request_id,
+        coalesce(dlq.last_replayed_at >= replay_requests.requested_at, false)
+            as is_request_served,
+        dlq.last_replayed_at is not null
+        and coalesce(dlq.last_seen_in_dlq_at <= dlq.last_replayed_at, true)
+            as is_replayed_and_gone,
+        row_number() over (
+            partition by
+                dlq.broker_name,
+                dlq.queue_name,
+                dlq.message_id,
+                dlq.orig_queue,
+                coalesce(dlq.last_replayed_at >= replay_requests.requested_at, false)
+            order by replay_requests.requested_at, replay_requests.request_id
+        ) as pending_request_rank
+    from dlq
+    left join replay_requests
+        on
+            dlq.broker_name = replay_requests.broker_name
+            and dlq.message_id = replay_requests.message_id
+            and (replay_requests.queue_name is null or dlq.queue_name = replay_requests.queue_name)
+),
+
 jms_retry as (
     -- retry_from_dlq: one review-only row per DLQ message; an operator's request
     -- (`poisonwatch replay`, a replay_requests row) turns it into an applicable action.
@@ -498,7 +531,7 @@ jms_retry as (
         cast(null as string) as consumer_id,
         cast(null as string) as scheduled_group,
         case
-            when replay_requests.request_id is null then 'replay_candidate' else 'replay_requested'
+            when dlq.request_id is null then 'replay_candidate' else 'replay_requested'
         end as reason,
         cast(null as string) as policy_name,
         {{ poisonwatch.artemis_command(
@@ -514,25 +547,22 @@ jms_retry as (
         cast(null as string) as error_description,
         cast(null as int) as park_delay_minutes,
         cast(null as timestamp) as due_at,
-        true as is_needed,
+        not dlq.is_request_served
+        and dlq.pending_request_rank = 1
+        and not dlq.is_replayed_and_gone as is_needed,
         case
             when dlq.orig_queue is null then 'invalid_target: the original queue is unknown'
             when
                 dlq.message_id is null or length(dlq.message_id) = 0
                 then 'invalid_target: message_id is missing'
         end as invalid_reason,
-        replay_requests.request_id,
+        dlq.request_id,
         cast(null as string) as activation_id,
         cast(null as string) as purge_scope,
         cast(null as timestamp) as purge_before,
         cast(null as bigint) as purge_record_count,
-        array(replay_requests.request_id) as policy_keys
-    from dlq
-    left join replay_requests
-        on
-            dlq.broker_name = replay_requests.broker_name
-            and dlq.message_id = replay_requests.message_id
-            and (replay_requests.queue_name is null or dlq.queue_name = replay_requests.queue_name)
+        array(dlq.request_id) as policy_keys
+    from dlq_replay_requests as dlq
 ),
 
 breakers as (

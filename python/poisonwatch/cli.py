@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from poisonwatch.config import PoisonwatchError
+from poisonwatch.textsafe import terminal
 
 err = Console(stderr=True)
 
@@ -156,6 +157,13 @@ def _cmd_apply(args: argparse.Namespace) -> int:
 
     filters = Filters(queue=args.queue, action_type=args.type, limit=args.limit)
     run_apply(filters, yes=args.yes, target=args.target, brokers=args.broker)
+    return 0
+
+
+def _cmd_store(args: argparse.Namespace) -> int:
+    from poisonwatch.warehouse.store import rebuild_store
+
+    rebuild_store(build=not args.no_build)
     return 0
 
 
@@ -370,6 +378,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--note", default=None, help="why, for the record")
     p.set_defaults(func=_cmd_replay)
 
+    p = sub.add_parser("store", help="repair the embedded store (metastore + warehouse folder)")
+    p.add_argument("action", choices=("rebuild",), help="rebuild: fresh store from raw + ops")
+    p.add_argument("--no-build", action="store_true", help="skip the dbt build afterwards")
+    p.set_defaults(func=_cmd_store)
+
     p = sub.add_parser(
         "report",
         help="write one self-contained HTML page with plots of what the marts say",
@@ -434,7 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except PoisonwatchError as exc:
-        err.print(f"[bold red]poisonwatch {args.command}:[/bold red] {exc}", soft_wrap=True)
+        # An error may quote data (a file name, a value): shown inert.
+        message = terminal(exc, one_line=False)
+        err.print(f"[bold red]poisonwatch {args.command}:[/bold red] {message}", soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         err.print("[red]interrupted[/red]")

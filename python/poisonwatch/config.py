@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 import jinja2
 import yaml
@@ -271,6 +272,10 @@ def spark_session(target: str | None = None) -> SparkSession:
         )
     check_java()
     acquire_store_lock()
+    store = home()
+    problem = store_halves_problem(store)
+    if problem is not None:
+        raise BrokenStoreError(problem)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.enableHiveSupport()
@@ -292,4 +297,77 @@ def spark_session(target: str | None = None) -> SparkSession:
                 "one process at a time: wait for it to finish and run this again."
             ) from None
         raise
+    problem = store_locations_problem(store, _database_locations(spark))
+    if problem is not None:
+        raise BrokenStoreError(problem)
     return spark
+
+
+# --- the store's two halves (issue 16) --------------------------------------------------------
+# The metastore (`metastore_db/`, the catalogue) and the warehouse folder (`warehouse/`, the
+# Parquet files) must agree. When one is gone and the other remains, Spark fails deep inside a
+# later statement (LOCATION_ALREADY_EXISTS, missing files): say so up front, with the command
+# that recovers (`poisonwatch store rebuild`, poisonwatch.warehouse.store).
+
+REBUILD_COMMAND = "poisonwatch store rebuild"
+
+
+class BrokenStoreError(PoisonwatchError):
+    """The metastore and the warehouse folder of the embedded store disagree."""
+
+
+def warehouse_databases(store: Path) -> list[str]:
+    """Databases whose folder in the warehouse holds at least one table folder."""
+    warehouse = store / "warehouse"
+    if not warehouse.is_dir():
+        return []
+    return sorted(
+        p.name.removesuffix(".db")
+        for p in warehouse.glob("*.db")
+        if p.is_dir() and any(c.is_dir() for c in p.iterdir())
+    )
+
+
+def store_halves_problem(store: Path) -> str | None:
+    """Before Spark starts: a warehouse with tables but no metastore that knows them."""
+    if (store / "metastore_db" / "service.properties").is_file():
+        return None
+    databases = warehouse_databases(store)
+    if not databases:
+        return None
+    return (
+        f"The store at {store} is broken: its metastore ({store / 'metastore_db'}) is missing "
+        f"but its warehouse ({store / 'warehouse'}) still holds tables of "
+        f"{', '.join(databases)}; Spark would fail on them (LOCATION_ALREADY_EXISTS). "
+        f"Recover with:\n\n    {REBUILD_COMMAND}\n\n"
+        "It moves the warehouse aside (nothing is deleted), creates a fresh store, copies the "
+        "raw tables (landed data) and the apply ledgers back, and rebuilds the models."
+    )
+
+
+def store_locations_problem(store: Path, locations: dict[str, str]) -> str | None:
+    """After Spark starts: databases the metastore lists whose folders are gone."""
+    missing = []
+    for name, location in sorted(locations.items()):
+        if name == "default" or not location.startswith("file:"):
+            continue
+        if not Path(unquote(location.removeprefix("file:"))).exists():
+            missing.append(name)
+    if not missing:
+        return None
+    return (
+        f"The store at {store} is broken: its metastore lists database(s) {', '.join(missing)} "
+        f"whose folders in {store / 'warehouse'} are gone (the warehouse was deleted or "
+        f"moved). Recover with:\n\n    {REBUILD_COMMAND}\n\n"
+        "It moves the metastore aside (nothing is deleted), creates a fresh store with the "
+        "raw tables and apply ledgers that are left, and rebuilds the models; then load the "
+        "landing folders again (`poisonwatch ingest LANDING`: files already loaded are known "
+        "by their content, records by their natural key)."
+    )
+
+
+def _database_locations(spark: SparkSession) -> dict[str, str]:
+    """database -> location URI, from the metastore (a few cheap catalogue calls)."""
+    return {
+        db.name: str(db.locationUri) for db in spark.catalog.listDatabases() if db.name != "default"
+    }

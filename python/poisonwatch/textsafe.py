@@ -16,10 +16,27 @@ from rich.markup import escape as _rich_escape
 
 # C0 and C1 control characters (tab kept), DEL, and the Unicode format characters that reorder
 # or hide text: bidi embeddings/overrides/isolates (Trojan Source), zero-width marks.
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
+_FORMAT_CHARS = (
+    "\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
 )
-_CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+_FORMAT = re.compile(f"[{_FORMAT_CHARS}]")
+_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f{_FORMAT_CHARS}]")
+# Line breaks and tabs too, for one-line outputs (table cells, single-line messages).
+_UNSAFE_ONE_LINE = re.compile(f"[\x00-\x1f{_FORMAT_CHARS}]")
+# A spreadsheet starts a formula at these (and their full-width forms), also after spaces.
+_CSV_FORMULA_PREFIXES = (
+    "=",
+    "+",
+    "-",
+    "@",
+    "\t",
+    "\r",
+    "\n",
+    "\uff1d",
+    "\uff0b",
+    "\uff0d",
+    "\uff20",
+)
 
 
 def _visible(match: re.Match[str]) -> str:
@@ -27,18 +44,30 @@ def _visible(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def neutralise(text: object, limit: int | None = None) -> str:
+def neutralise(text: object, limit: int | None = None, one_line: bool = False) -> str:
     """`text` as a string with control and bidi characters shown as escapes (`\\x1b`,
-    `\\u202e`) and, with `limit`, cut to that many characters ending in `…`."""
+    `\\u202e`; with `one_line` line breaks too) and, with `limit`, cut to that many characters
+    ending in `…` (before escaping, so a 1 MB error text costs only `limit`)."""
     s = "" if text is None else str(text)
     if limit is not None and len(s) > limit:
         s = s[: max(limit - 1, 0)] + "…"
-    return _UNSAFE.sub(_visible, s)
+    return (_UNSAFE_ONE_LINE if one_line else _UNSAFE).sub(_visible, s)
 
 
-def terminal(text: object, limit: int | None = None) -> str:
-    """Safe to print through rich: no markup, no escape sequence reaches the terminal."""
-    return _rich_escape(neutralise(text, limit))
+def json_text(text: str) -> str:
+    """JSON text (from json.dumps) with bidi / invisible characters written as `\\uXXXX`
+    escapes: the same JSON value, but a terminal or editor showing it cannot be reordered.
+    (json.dumps already escapes the C0 control characters.)"""
+    return _FORMAT.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
+def terminal(text: object, limit: int | None = None, one_line: bool = True) -> str:
+    """Safe to print through rich: no markup, no escape sequence reaches the terminal; with
+    `one_line` (table cells) no line break either."""
+    escaped = _rich_escape(neutralise(text, limit, one_line=one_line))
+    # rich.markup.escape leaves a trailing backslash, which would escape the `[` of markup
+    # that the caller appends (`f"{terminal(x)}[/dim]"`).
+    return escaped + " " if escaped.endswith("\\") else escaped
 
 
 def html(text: object, limit: int | None = None) -> str:
@@ -46,8 +75,12 @@ def html(text: object, limit: int | None = None) -> str:
     return _html.escape(neutralise(text, limit), quote=True)
 
 
-def csv_cell(text: object) -> str:
-    """Safe as a spreadsheet cell: a leading formula character gets a `'` in front (OWASP's
-    CSV-injection advice), control characters are shown as escapes."""
+def csv_cell(text: object) -> object:
+    """Safe as a spreadsheet cell: a text starting with a formula character (also after
+    spaces) gets a `'` in front (OWASP's CSV-injection advice), control characters are shown
+    as escapes. Numbers, booleans and None are returned as they are (a negative number stays
+    a number)."""
+    if text is None or isinstance(text, bool | int | float):
+        return text
     s = neutralise(text)
-    return "'" + s if s.startswith(_CSV_FORMULA_PREFIXES) else s
+    return "'" + s if s.lstrip(" ").startswith(_CSV_FORMULA_PREFIXES) else s

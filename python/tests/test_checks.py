@@ -9,12 +9,14 @@ databases of its own, breaks one thing, and shows the right expectation failing.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from poisonwatch import config
 from poisonwatch.quality import checks
@@ -114,6 +116,9 @@ def raw_rows() -> dict[str, list[dict[str, Any]]]:
              "started_at": ts("10:00"), "finished_at": ts("10:30"), "status": "succeeded"},
             {"activation_id": "act-2", "consumer_id": "agent.orders", "server_name": "APP01",
              "started_at": ts("10:40"), "status": "running"},
+            # Seed 002: the same activation id on another server is another activation.
+            {"activation_id": "act-1", "consumer_id": "agent.orders", "server_name": "APP02",
+             "started_at": ts("10:05"), "finished_at": ts("10:20"), "status": "failed"},
         ],
     }  # fmt: skip
 
@@ -515,6 +520,19 @@ def test_outcome_out_of_enum_names_expectation_and_column(engine: Any) -> None:
     assert outcome.observed == "1 of 4 rows unexpected" and "'committed'" in outcome.examples
 
 
+def test_activation_repeated_on_one_server_fails(engine: Any) -> None:
+    """An activation is (consumer, server, activation id): the clean data has act-1 on two
+    servers and passes; act-1 twice on APP01 for the same consumer fails."""
+    spark = engine.spark
+    copy_database(spark, RAW_DATABASE, "raw_defect_activation")
+    again = {**raw_rows()["jms_activations"][0], "status": "failed"}
+    insert_rows(spark, "raw_defect_activation.jms_activations", [again])
+    report = run(engine, "raw_jms_activations", databases={"raw": "raw_defect_activation"})
+    assert [f[0] for f in failed(report, "raw_jms_activations")] == [
+        "expect_compound_columns_to_be_unique"
+    ]
+
+
 def test_delivery_count_zero_fails(engine: Any) -> None:
     spark = engine.spark
     copy_database(spark, RAW_DATABASE, "raw_defect_delivery")
@@ -693,3 +711,31 @@ def test_data_docs_show_the_latest_run(engine: Any, store: Path) -> None:
     assert [p.stem for p in suites] == ["raw_ingested_files"]
     assert len(results) == 1
     assert "content_hash" in results[0].read_text()
+
+
+HIJACK = (
+    "[bold red]HIJACK[/bold red] \x1b[2J <script>alert(1)</script> "
+    '=HYPERLINK("http://evil.example","x") \u202eevil'
+)
+
+
+def test_hostile_values_are_inert_in_the_report_and_data_docs(engine: Any, store: Path) -> None:
+    """An unexpected value quoting markup, an ANSI sequence, HTML and a bidi override is shown
+    as text in the terminal report and escaped in the Data Docs page GX writes."""
+    spark = engine.spark
+    copy_database(spark, RAW_DATABASE, "raw_defect_hostile")
+    bad = {**raw_rows()["ssb_receive_attempts"][2], "outcome": HIJACK, "attempt_id": "hostile"}
+    insert_rows(spark, "raw_defect_hostile.ssb_receive_attempts", [bad])
+    report = run(engine, "raw_ssb_receive_attempts", databases={"raw": "raw_defect_hostile"})
+    assert not report.success
+    buffer = io.StringIO()
+    checks.print_report(report, console=Console(file=buffer, width=400))
+    out = buffer.getvalue()
+    assert "\x1b" not in out and "\u202e" not in out
+    assert "[bold red]HIJACK" in out  # printed, not interpreted
+    pages = list((store / "data_docs" / "validations").rglob("*.html"))
+    html = "\n".join(p.read_text() for p in pages)
+    assert "HIJACK" in html
+    # (a raw ESC inside HTML text is inert in a browser; the HTML itself must not be)
+    assert "&lt;script&gt;alert(1)" in html
+    assert "<script>alert(1)" not in html

@@ -44,9 +44,15 @@ def engine(store: Path) -> Iterator[Engine]:
     config.stop_spark()
 
 
+# The default server of `attempt()`: one per test, so that records of one test are never
+# duplicates (same natural key) of records another test loaded into the shared store.
+SERVER = ["sql1"]
+
+
 @pytest.fixture(autouse=True)
-def _own_store(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _own_store(store: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("POISONWATCH_HOME", str(store))
+    SERVER[0] = f"sql1-{tmp_path.name}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -67,7 +73,7 @@ def attempt(**changes: Any) -> str:
     """One ssb_receive_attempts record as a JSON line; a value of ... drops the field."""
     record: dict[str, Any] = {
         "attempted_at": "2024-05-01T10:00:00Z",
-        "server_name": "sql1",
+        "server_name": SERVER[0],
         "database_name": "Orders",
         "queue_name": "OrderQueue",
         "conversation_handle": GUID,
@@ -238,7 +244,7 @@ def test_every_record_reject_reason_names_file_record_and_field(
     assert original == records[5]
     d = summary.datasets["ssb_receive_attempts"]
     assert (d.files_loaded, d.records_loaded, d.records_rejected, d.blank_lines) == (1, 2, 17, 1)
-    assert d.records_loaded + d.records_rejected + d.blank_lines == lines_of(path)
+    assert d.records_loaded + d.records_rejected + d.duplicates + d.blank_lines == lines_of(path)
     assert summary.rejected_total == 17
 
 
@@ -273,16 +279,19 @@ def test_booleans_base64_json_properties_and_enums_of_other_datasets(
         "queue_name": "DLQ",
         "message_id": "ID:vm-36765-1795236730220-4:1:1:1:13",
     }
+    # (one browse, five messages: rows of one snapshot with one id would be duplicates)
     write(
         tmp_path / "jms_queue_snapshots" / "j.jsonl",
         "\n".join(
-            json.dumps({**snap, **change})
-            for change in (
-                {"properties": '{"_AMQ_ORIG_QUEUE": "orders"}'},
-                {"properties": {"nested": "object"}},
-                {"properties": "[1]"},
-                {"properties": "not json"},
-                {"body": {"a": 1}},
+            json.dumps({**snap, **change, "message_id": f"{snap['message_id']}:{n}"})
+            for n, change in enumerate(
+                (
+                    {"properties": '{"_AMQ_ORIG_QUEUE": "orders"}'},
+                    {"properties": {"nested": "object"}},
+                    {"properties": "[1]"},
+                    {"properties": "not json"},
+                    {"body": {"a": 1}},
+                )
             )
         )
         + "\n",
@@ -351,8 +360,8 @@ def test_booleans_base64_json_properties_and_enums_of_other_datasets(
         (False, None),
     ]
     assert loaded(engine, "jms_queue_snapshots", tmp_path, "message_id, properties") == [
-        ("ID:vm-36765-1795236730220-4:1:1:1:13", '{"_AMQ_ORIG_QUEUE": "orders"}'),
-        ("ID:vm-36765-1795236730220-4:1:1:1:13", '{"nested":"object"}'),
+        ("ID:vm-36765-1795236730220-4:1:1:1:13:0", '{"_AMQ_ORIG_QUEUE": "orders"}'),
+        ("ID:vm-36765-1795236730220-4:1:1:1:13:1", '{"nested":"object"}'),
     ]
     assert loaded(engine, "ssb_queue_snapshots", tmp_path, "validation, message_body") == [
         ("X", "PGE+PC9hPg==")
@@ -433,8 +442,10 @@ def test_csv_quotes_commas_unicode_blank_lines_and_bad_rows(engine: Engine, tmp_
         ("dlq.csv", 8, "delivery_count", "delivery_count: not an integer ('three')"),
     ]
     d = summary.datasets["jms_queue_snapshots"]
-    # conservation: every line but the header is loaded, rejected or blank
-    assert d.records_loaded + d.records_rejected + d.blank_lines == lines_of(path) - 1
+    # conservation: every line but the header is loaded, rejected, a duplicate or blank
+    assert d.records_loaded + d.records_rejected + d.duplicates + d.blank_lines == (
+        lines_of(path) - 1
+    )
     assert d.blank_lines == 1
 
 
@@ -652,3 +663,177 @@ def test_cli_strict_exits_non_zero_on_rejects_only(
     out = capsys.readouterr().out
     assert "ssb_receive_attempts" in out and "rejected" in out
     assert os.environ["POISONWATCH_HOME"]  # still this module's store
+
+
+# ---------------------------------------------------------------------------------------------
+# re-landed files and overlapping exports (issue 16, items 2 and 3)
+# ---------------------------------------------------------------------------------------------
+
+
+def _parquet_bytes(tmp_path: Path, rows: list[dict[str, Any]]) -> bytes:
+    path = tmp_path / "scratch.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    data = path.read_bytes()
+    path.unlink()
+    return data
+
+
+def test_cut_gzip_and_bad_parquet_footer_are_rejected_whole_then_the_complete_file_loads(
+    engine: Engine, tmp_path: Path
+) -> None:
+    good = "".join(attempt(message_sequence_number=i) + "\n" for i in range(1, 301))
+    packed = gzip.compress(good.encode())
+    folder = tmp_path / "ssb_receive_attempts"
+    write(folder / "cut_mid_stream.jsonl.gz", packed[: len(packed) // 2])
+    write(folder / "cut_trailer.jsonl.gz", packed[:-8])  # CRC32 and size missing
+    write(folder / "cut_in_trailer.jsonl.gz", packed[:-3])
+    states = [
+        {
+            "snapshot_at": "2024-05-01T10:00:00Z",
+            "server_name": SERVER[0],
+            "database_name": "Orders",
+            "queue_name": f"Q{i}",
+            "is_receive_enabled": True,
+        }
+        for i in range(20)
+    ]
+    parquet = _parquet_bytes(tmp_path, states)
+    footer_length = int.from_bytes(parquet[-8:-4], "little")
+    bad_length = parquet[:-8] + (footer_length + 7).to_bytes(4, "little") + b"PAR1"
+    write(tmp_path / "ssb_queue_states" / "footer_length.parquet", bad_length)
+    write(tmp_path / "ssb_queue_states" / "footer_cut.parquet", parquet[:-20])
+    first = run(engine, tmp_path)
+
+    got = sorted(rejects(engine, tmp_path))
+    assert [(name, number, field) for name, number, field, _ in got] == [
+        ("cut_in_trailer.jsonl.gz", None, None),
+        ("cut_mid_stream.jsonl.gz", None, None),
+        ("cut_trailer.jsonl.gz", None, None),
+        ("footer_cut.parquet", None, None),
+        ("footer_length.parquet", None, None),
+    ]
+    assert all(reason.startswith("unreadable file: ") for *_, reason in got), got
+    assert loaded(engine, "ssb_receive_attempts", tmp_path) == []
+    assert loaded(engine, "ssb_queue_states", tmp_path) == []
+    assert first.records_loaded == 0 and first.rejected_total == 5
+
+    # The complete files land later under other names: they load in full.
+    write(folder / "complete.jsonl.gz", packed)
+    write(tmp_path / "ssb_queue_states" / "complete.parquet", parquet)
+    second = run(engine, tmp_path)
+    assert second.datasets["ssb_receive_attempts"].records_loaded == 300
+    assert second.datasets["ssb_queue_states"].records_loaded == 20
+    assert second.datasets["ssb_receive_attempts"].duplicates == 0
+    assert second.rejected_total == 0
+
+
+CSV_HEADER = "attempted_at,server_name,database_name,queue_name,conversation_handle,"
+CSV_HEADER += "message_sequence_number,outcome,error_number,error_message\n"
+
+
+def _csv_attempt(seq: int, server: str) -> str:
+    return (
+        f"2024-05-01T10:00:0{seq}.123456Z,{server},Orders,OrderQueue,{GUID},{seq},"
+        f"rolled_back,1205,deadlock victim number {seq}\n"
+    )
+
+
+def test_a_csv_cut_mid_record_then_landed_complete_adds_only_the_missing_records(
+    engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = SERVER[0]
+    complete = CSV_HEADER + "".join(_csv_attempt(i, server) for i in range(1, 6))
+    write(tmp_path / "ssb_receive_attempts" / "export.csv", complete[:-12])  # in "number 5"
+    first = run(engine, tmp_path)
+    assert first.datasets["ssb_receive_attempts"].records_loaded == 4
+    assert rejects(engine, tmp_path) == [
+        (
+            "export.csv",
+            6,
+            None,
+            "last record has no line end: the file may have been cut mid-record "
+            "(land the complete file again)",
+        )
+    ]
+    write(tmp_path / "ssb_receive_attempts" / "export.complete.csv", complete)
+    capsys.readouterr()
+    second = run(engine, tmp_path)
+    d = second.datasets["ssb_receive_attempts"]
+    assert (d.records_loaded, d.duplicates, d.records_rejected) == (1, 4, 0)
+    rows = loaded(
+        engine, "ssb_receive_attempts", tmp_path, "message_sequence_number, error_message"
+    )
+    assert sorted(rows) == [(i, f"deadlock victim number {i}") for i in range(1, 6)]
+    out = capsys.readouterr().out
+    assert "dupes" in out and "export.complete.csv: 4" in out
+
+
+def test_overlapping_exports_count_each_record_once_also_in_later_batches(
+    engine: Engine, tmp_path: Path
+) -> None:
+    def at(second: int, micro: int = 0) -> str:
+        return f"2024-05-01T11:00:{second:02d}.{micro:06d}Z"
+
+    def ssb(second: int, **kw: Any) -> str:
+        base = {"attempted_at": at(second), "outcome": "rolled_back", "error_number": 1205}
+        return attempt(**{**base, **kw})
+
+    folder = tmp_path / "ssb_receive_attempts"
+    # "the last 10 seconds, every 5 seconds": records 0-9 and 5-14 in two files of one run;
+    # a record repeated inside one file counts once too.
+    write(folder / "h1.jsonl", "".join(ssb(s) + "\n" for s in [*range(10), 3]))
+    write(folder / "h2.jsonl", "".join(ssb(s) + "\n" for s in range(5, 15)))
+    # the same attempt written with another time format (offset, 7 digits) is the same time
+    write(folder / "h3.jsonl", ssb(0, attempted_at="2024-05-01T13:00:14.0000000+02:00") + "\n")
+    # differing only in microseconds, error number or outcome: different attempts
+    write(folder / "h4.jsonl", "".join(
+        ssb(1, **kw) + "\n"
+        for kw in ({"attempted_at": at(1, 1)}, {"error_number": 1222}, {"outcome": "committed"})
+    ))  # fmt: skip
+    # with an attempt_id, the id alone is the key
+    write(folder / "i1.jsonl", ssb(20, attempt_id="A-1") + "\n")
+    write(folder / "i2.jsonl", attempt(attempted_at=at(21), attempt_id="A-1") + "\n")
+    jms = {
+        "broker_name": "artemis",
+        "address": "orders",
+        "queue_name": f"orders.{SERVER[0]}",
+        "message_id": "ID:j1",
+        "consumer_id": "agent.orders",
+        "server_name": "app1",
+        "outcome": "rolled_back",
+    }
+    jms_lines = [
+        {**jms, "attempted_at": at(1), "delivery_count": 1},
+        {**jms, "attempted_at": at(2), "delivery_count": 2},
+        {**jms, "attempted_at": at(2), "delivery_count": 2, "exception_message": "other text"},
+        {**jms, "attempted_at": at(2), "delivery_count": 2, "server_name": "app2"},
+    ]
+    write(tmp_path / "jms_receive_attempts" / "j.jsonl",
+          "".join(json.dumps(r) + "\n" for r in jms_lines))  # fmt: skip
+    snap = {
+        "snapshot_at": at(30),
+        "broker_name": "artemis",
+        "address": "DLQ",
+        "queue_name": f"DLQ.{SERVER[0]}",
+        "message_id": "ID:j1",
+        "orig_queue": "orders.a",
+    }
+    snaps = [snap, snap, {**snap, "orig_queue": "orders.b"}, {**snap, "snapshot_at": at(31)}]
+    write(tmp_path / "jms_queue_snapshots" / "s.jsonl",
+          "".join(json.dumps(r) + "\n" for r in snaps))  # fmt: skip
+    first = run(engine, tmp_path)
+    d = first.datasets["ssb_receive_attempts"]
+    assert (d.records_loaded, d.duplicates) == (15 + 3 + 1, 1 + 5 + 1 + 1)
+    assert len(loaded(engine, "ssb_receive_attempts", tmp_path)) == 19
+    dupes = {Path(f).name: n for f, n in first.duplicate_files}
+    assert dupes == {"h1.jsonl": 1, "h2.jsonl": 5, "h3.jsonl": 1, "i2.jsonl": 1, "j.jsonl": 1,
+                     "s.jsonl": 1}  # fmt: skip
+    assert first.datasets["jms_receive_attempts"].records_loaded == 3
+    assert first.datasets["jms_queue_snapshots"].records_loaded == 3
+
+    # A later batch repeating old records and adding one: only the new one counts.
+    write(folder / "h5.jsonl", "".join(ssb(s) + "\n" for s in range(12, 16)))
+    second = run(engine, tmp_path)
+    d = second.datasets["ssb_receive_attempts"]
+    assert (d.files_loaded, d.files_skipped, d.records_loaded, d.duplicates) == (1, 6, 1, 3)
+    assert len(loaded(engine, "ssb_receive_attempts", tmp_path)) == 20

@@ -8,6 +8,9 @@ so they run one after another); crashes are real SIGKILLs injected with POISONWA
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from child_python import run_py
-from fixtures.remediation import HANDLE_DISPOSABLE, JMS_POISON_IDS
+from fixtures.remediation import BIG_ERROR_CHARS, HANDLE_DISPOSABLE, HIJACK, JMS_POISON_IDS
 
 pytestmark = pytest.mark.slow
 
@@ -116,6 +119,41 @@ def test_fixture_plans_every_action_type(planned: list[list[str | None]]) -> Non
     review = {r[1] for r in planned if r[2] == "True"}
     assert review == {"inspect_message", "retry_from_dlq"}
     assert {r[3] for r in planned} == {"pending"}
+
+
+def test_hostile_text_is_inert_in_every_output(store: dict[str, str]) -> None:
+    """Error texts, bodies and message ids carry rich markup, an ANSI clear-screen, HTML, a
+    spreadsheet formula, a right-to-left override and 1 MB of text (fixture HIJACK): the
+    plan table and `poisonwatch sql` in every format show them inert."""
+    sql = (
+        "select message_id, last_error_message from poisonwatch.poison_messages "
+        "where broker_kind = 'jms' and classification = 'poison' order by message_id"
+    )
+    outputs = {fmt: pw(store, "sql", "--format", fmt, sql) for fmt in ("table", "csv", "json")}
+    outputs["plan"] = pw(store, "plan", "--type", "dead_letter")
+    for name, proc in outputs.items():
+        assert proc.returncode == 0, (name, proc.stdout[-2000:], proc.stderr[-2000:])
+        for raw in ("\x1b", "\u202e", "\x07"):
+            assert raw not in proc.stdout + proc.stderr, (name, raw)
+    # rich printed the markup as text instead of interpreting it
+    assert "[bold red]x[/bold red]" in outputs["plan"].stdout, outputs["plan"].stdout
+    assert "\\u202e" in outputs["plan"].stdout
+    table = outputs["table"].stdout
+    assert "[bold red]HIJACK[/bold red]" in table and "\\x1b[2J" in table
+    assert len(table) < 100_000  # the 1 MB error text is cut in a terminal table
+    # CSV: the formula is text for a spreadsheet; the 1 MB text is there in full
+    csv.field_size_limit(1 << 24)
+    cells = [c for row in csv.reader(io.StringIO(outputs["csv"].stdout)) for c in row]
+    formula = [c for c in cells if "HYPERLINK" in c]
+    assert formula and all(c.lstrip(" ").startswith("'") for c in formula), formula[:1]
+    assert not [c for c in cells if c.lstrip(" ").startswith(("=", "+", "@"))]
+    assert max(len(c) for c in cells) > BIG_ERROR_CHARS
+    # JSON: exact values (escapes only), one object per line
+    rows = [json.loads(line) for line in outputs["json"].stdout.splitlines()]
+    assert {r["message_id"] for r in rows} == set(JMS_POISON_IDS)
+    assert all(r["last_error_message"].startswith("failed: ") or
+               r["last_error_message"].startswith(HIJACK) for r in rows)  # fmt: skip
+    assert max(len(r["last_error_message"]) for r in rows) == len(HIJACK) + BIG_ERROR_CHARS
 
 
 def test_concurrent_apply_is_refused(store: dict[str, str], tmp_path: Path) -> None:
@@ -302,9 +340,9 @@ def test_replan_same_ids_and_next_build_reflects_effects(
     assert sorted((r[4], r[2]) for r in retry) == sorted(
         [("ID:d1", "False"), *((m, "True") for m in JMS_POISON_IDS)]
     ), retry
-    # Ended conversations / dead-lettered messages are not live poison any more (the discarded
-    # progress report is left out: poison_messages does not read discarded_messages yet).
-    live = [r for r in got["live"] if r[0] != HANDLE_DISPOSABLE]
+    # Ended conversations, dead-lettered and discarded messages are not live any more.
+    live = got["live"]
+    assert any(r[0] == HANDLE_DISPOSABLE for r in live), live
     assert live and all(r[2] == "False" for r in live), got["live"]
     assert len(got["dlq"]) == 2
 
@@ -317,3 +355,25 @@ def test_replan_same_ids_and_next_build_reflects_effects(
         store, {"r": "select message_id, orig_queue from poisonwatch_ops.replayed_messages"}
     )["r"]
     assert replayed == [["ID:d1", "orders.agent"]]
+
+    # Replaying the same message again replays it once: no DLQ snapshot has shown the copy
+    # since its replay, so the second request makes no action and apply does nothing.
+    again = pw(store, "replay", "--message-id", "ID:d1", "--note", "again")
+    assert again.returncode == 0, again.stdout + again.stderr
+    result = run_py(
+        """
+        import json
+        from poisonwatch.remediation import Filters, run_apply
+        from poisonwatch.warehouse.dbtrun import run_dbt
+        from poisonwatch.warehouse.engine import connect
+        run_dbt(["run", "--select", "stg_ops__replayed_messages", "dlq_messages",
+                 "remediation_actions"])
+        applied = run_apply(Filters(action_type="retry_from_dlq"), yes=True)
+        with connect("local") as e:
+            _, rows = e.query("select message_id from poisonwatch_ops.replayed_messages")
+        print("@@" + json.dumps({"applied": sum(applied.applied.values()),
+                                 "replayed": [r[0] for r in rows]}))
+        """,
+        store,
+    )
+    assert result == {"applied": 0, "replayed": ["ID:d1"]}, result

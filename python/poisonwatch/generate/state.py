@@ -67,6 +67,13 @@ FROZEN = -1  # sent to an actor whose queue or consumer was disabled: it stops
 MS = 1000
 HOUR_US = 3_600_000_000
 ACTIVATION_WINDOW_US = HOUR_US
+
+
+def time_based_activation_ids(consumer_id: str) -> bool:
+    """Every other consumer setting (a stable choice by name) numbers its activations by time."""
+    return sum(consumer_id.encode()) % 2 == 0
+
+
 SNAPSHOTS_DURING = 5  # snapshots while traffic flows; one more after the last attempt
 MAX_CHUNK = 1_000_000
 SWEEP_AFTER_US = 45 * 60_000_000  # stuck background conversations are ended after 45-90 min
@@ -425,6 +432,11 @@ class Engine:
             run.act_window = window
             run.act_id = guid(self.rng.getrandbits(128), upper=False)
             start = T0_US + window * ACTIVATION_WINDOW_US
+            if time_based_activation_ids(c.consumer_id):
+                # Seed 002: an activation id is a time or a UUID, plus the server name on
+                # every message; a time-based id repeats on every server of the setting that
+                # started in the same window (two activations, one id).
+                run.act_id = "run-" + java_instant(start)
             run.act_start = start + min(t - start, rr(self.rng, 0, 30_000_000))
             run.act_failed = False
         run.act_last_us = t

@@ -31,6 +31,7 @@ class LandingFile:
     problem: str | None = None  # a file-level reject found before Spark runs
     misplaced: bool = False  # the problem is the file's name or folder, not its bytes
     csv_header: list[str] | None = None
+    open_last_line: bool = False  # CSV: the last line has no line end (the file may be cut)
 
     @property
     def source(self) -> str:
@@ -148,6 +149,20 @@ def read_csv_header(f: LandingFile, dataset: Dataset) -> None:
         f.problem = f"CSV header lacks required column(s): {', '.join(missing)}"
         return
     f.csv_header = header
+    f.open_last_line = _ends_without_newline(f.path)
+
+
+def _ends_without_newline(path: Path) -> bool:
+    """True when the file's last byte is not a line end: its last record may have been cut."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def prepare(landing: Landing, progress: Callable[[LandingFile], None] | None = None) -> None:

@@ -7,7 +7,10 @@ and only ever pulls counts back.
 Crash safety: one run = one `_batch_id`; raw tables and `raw_rejects` are partitioned by it and
 the ledger `raw.ingested_files` is appended last (the commit point). A run starts by dropping the
 partitions of batches that never reached the ledger, so a run killed midway leaves nothing.
-Idempotency: a file whose content hash is in the ledger is skipped.
+Idempotency: a file whose content hash is in the ledger is skipped. Overlapping exports: a
+record whose natural key (sql.DEDUP_KEYS) is already in the raw table, or earlier in the run, is
+dropped and counted per file (`duplicates`); only the raw rows in the new records' time range
+are read for that.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from rich.table import Table
 from poisonwatch.config import PoisonwatchError
 from poisonwatch.ingest.files import Landing, LandingFile, prepare, scan_landing
 from poisonwatch.ingest.sql import (
+    DEDUP_KEYS,
     csv_source,
+    duplicates_query,
     ident,
     jsonl_source,
     parquet_problems,
@@ -39,6 +44,7 @@ from poisonwatch.ingest.sql import (
     stage_query,
     typed_col,
 )
+from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.engine import Engine
 from poisonwatch.warehouse.schemas import (
     DATASETS,
@@ -50,6 +56,7 @@ from poisonwatch.warehouse.schemas import (
 )
 
 STAGE = "pw_ingest_stage"
+DUPLICATES = "pw_ingest_duplicates"
 BATCH_RE = re.compile(r"b\d{8}T\d{6}Z_[0-9a-f]{8}")
 # Files of one dataset and format read by one Spark job (bounded by count and by bytes).
 CHUNK_FILES = 200
@@ -71,6 +78,7 @@ class DatasetSummary:
     records_loaded: int = 0
     records_rejected: int = 0
     blank_lines: int = 0
+    duplicates: int = 0
 
 
 @dataclass
@@ -79,6 +87,7 @@ class FileResult:
     loaded: int = 0
     rejected: int = 0
     blank: int = 0
+    duplicates: int = 0  # valid records already loaded (natural key): counted once
     failure: str | None = None  # file-level reject reason
 
 
@@ -90,6 +99,7 @@ class IngestSummary:
     unknown_folders: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
     cleaned_batches: list[str] = field(default_factory=list)
+    duplicate_files: list[tuple[str, int]] = field(default_factory=list)  # (file, dropped)
     seconds: float = 0.0
 
     def dataset(self, name: str) -> DatasetSummary:
@@ -245,15 +255,34 @@ def _is_query_error(exc: BaseException) -> bool:
 
 
 def _drop_stage(engine: Engine) -> None:
-    engine.execute(f"uncache table if exists {STAGE}")
-    engine.execute(f"drop view if exists {STAGE}")
+    for view in (DUPLICATES, STAGE):
+        engine.execute(f"uncache table if exists {view}")
+        engine.execute(f"drop view if exists {view}")
+
+
+def _find_duplicates(engine: Engine, dataset: Dataset) -> bool:
+    """Cache the (_fid, _rec) of the stage's records already loaded (natural key, README
+    "Landing contract"); False when the dataset has no key or the stage no valid record."""
+    if dataset.name not in DEDUP_KEYS:
+        return False
+    time_col = typed_col(DEDUP_KEYS[dataset.name][0])
+    _, rows = engine.query(
+        f"select cast(min({time_col}) as string), cast(max({time_col}) as string) "
+        f"from {STAGE} where not _blank and _err is null"
+    )
+    if not rows or rows[0][0] is None:
+        return False
+    low, high = (f"timestamp{sql_string(str(v))}" for v in rows[0])
+    query = duplicates_query(dataset, STAGE, _table(dataset.name), low, high)
+    engine.execute(f"cache table {DUPLICATES} as {query}")
+    return True
 
 
 def _source_sql(fid: int, f: LandingFile, dataset: Dataset, parquet_cols: dict[str, str]) -> str:
     if f.fmt == "jsonl":
         return jsonl_source(fid, f.source, f.source, dataset)
     if f.fmt == "csv":
-        return csv_source(fid, f.source, f.source, dataset, f.csv_header or [])
+        return csv_source(fid, f.source, f.source, dataset, f.csv_header or [], f.open_last_line)
     return parquet_source(fid, f.source, f.source, dataset, parquet_cols)
 
 
@@ -277,21 +306,29 @@ def load_chunk(
             raise PoisonwatchError(f"ingest of {dataset.name}: {error_text(exc)}") from exc
         raise ChunkReadError(error_text(exc)) from exc
     try:
+        dedup = _find_duplicates(engine, dataset)
+        rows_sql = f"{STAGE} s"
+        is_dup = "false"
+        if dedup:
+            rows_sql += f" left join {DUPLICATES} d on s._fid = d._fid and s._rec = d._rec"
+            is_dup = "d._fid is not null"
         _, rows = engine.query(
-            f"select _fid, count_if(_blank), count_if(not _blank and _err is null), "
-            f"count_if(_err is not null) from {STAGE} group by _fid"
+            f"select s._fid, count_if(s._blank), "
+            f"count_if(not s._blank and s._err is null and not ({is_dup})), "
+            f"count_if(s._err is not null), count_if({is_dup}) from {rows_sql} group by s._fid"
         )
         results = [FileResult(file=f) for f in files]
-        for fid, blank, loaded, rejected in rows:
+        for fid, blank, loaded, rejected, duplicates in rows:
             r = results[int(fid)]
             r.blank, r.loaded, r.rejected = int(blank), int(loaded), int(rejected)
+            r.duplicates = int(duplicates)
         partition = f"partition (_batch_id = {sql_string(batch_id)})"
         if any(r.loaded for r in results):
-            cols = ", ".join(typed_col(c.name) for c in dataset.columns)
+            cols = ", ".join(f"s.{typed_col(c.name)}" for c in dataset.columns)
             engine.execute(
                 f"insert into {_table(dataset.name)} {partition} "
-                f"select {cols}, _source, _rec, {_ts(now)} from {STAGE} "
-                f"where not _blank and _err is null"
+                f"select {cols}, s._source, s._rec, {_ts(now)} from {rows_sql} "
+                f"where not s._blank and s._err is null and not ({is_dup})"
             )
         if any(r.rejected for r in results):
             engine.execute(
@@ -378,6 +415,9 @@ def _record(summary: IngestSummary, results: Iterable[FileResult]) -> None:
         d.records_loaded += r.loaded
         d.records_rejected += r.rejected
         d.blank_lines += r.blank
+        d.duplicates += r.duplicates
+        if r.duplicates:
+            summary.duplicate_files.append((r.file.source, r.duplicates))
 
 
 def _write_file_rejects(
@@ -509,14 +549,16 @@ def print_summary(summary: IngestSummary, console: Console | None = None) -> Non
         title=f"ingest {summary.landing}\nbatch {summary.batch_id}",
         box=box.SIMPLE_HEAD,
         show_edge=False,
-        caption="files: loaded / skipped (already ingested) / failed (whole file rejected)",
+        collapse_padding=True,
+        caption="files: loaded / skip (already ingested) / failed (whole file rejected); "
+        "dupes: records already loaded from another file (counted once)",
     )
     table.add_column("dataset", no_wrap=True)
-    for header in ("files", "skipped", "failed", "records", "rejected", "blank"):
+    for header in ("files", "skip", "failed", "records", "rejects", "dupes", "blank"):
         table.add_column(header, justify="right", no_wrap=True)
     for name in sorted(summary.datasets):
         d = summary.datasets[name]
-        label = name if name in DATASETS else f"{name} [red](unknown)[/red]"
+        label = name if name in DATASETS else f"{terminal(name)} [red](unknown)[/red]"
         table.add_row(
             label,
             str(d.files_loaded),
@@ -524,6 +566,7 @@ def print_summary(summary: IngestSummary, console: Console | None = None) -> Non
             f"[red]{d.files_failed}[/red]" if d.files_failed else "0",
             f"{d.records_loaded:,}",
             f"[red]{d.records_rejected:,}[/red]" if d.records_rejected else "0",
+            f"{d.duplicates:,}",
             f"{d.blank_lines:,}",
         )
     console.print(table)
@@ -536,12 +579,12 @@ def print_summary(summary: IngestSummary, console: Console | None = None) -> Non
     if summary.unknown_folders:
         console.print(
             "[yellow]unknown dataset folder(s) (files kept in raw_rejects):[/yellow] "
-            + ", ".join(summary.unknown_folders)
+            + ", ".join(terminal(f) for f in summary.unknown_folders)
         )
     if summary.ignored:
         console.print(
             f"[dim]ignored {len(summary.ignored)} file(s) outside dataset folders or hidden: "
-            + ", ".join(Path(p).name for p in summary.ignored[:5])
+            + ", ".join(terminal(Path(p).name) for p in summary.ignored[:5])
             + (" …" if len(summary.ignored) > 5 else "")
             + "[/dim]"
         )
@@ -550,3 +593,11 @@ def print_summary(summary: IngestSummary, console: Console | None = None) -> Non
             "[yellow]dropped the partial data of interrupted run(s):[/yellow] "
             + ", ".join(summary.cleaned_batches)
         )
+    if summary.duplicate_files:
+        dropped = sum(n for _, n in summary.duplicate_files)
+        console.print(
+            f"dropped {dropped:,} duplicate record(s) already loaded from other files "
+            '(natural key, README "Landing contract"):'
+        )
+        for source, n in summary.duplicate_files:
+            console.print(f"  {terminal(source)}: {n:,}", soft_wrap=True)

@@ -141,8 +141,20 @@ def jsonl_source(fid: int, source: str, path: str, dataset: Dataset) -> str:
     )
 
 
-def csv_source(fid: int, source: str, path: str, dataset: Dataset, header: Sequence[str]) -> str:
-    """One `.csv` file with a header row (already checked); one record per line, RFC 4180 quotes."""
+def csv_source(
+    fid: int,
+    source: str,
+    path: str,
+    dataset: Dataset,
+    header: Sequence[str],
+    open_last_line: bool = False,
+) -> str:
+    """One `.csv` file with a header row (already checked); one record per line, RFC 4180 quotes.
+
+    `open_last_line`: the file does not end with a line end, so its last record may have been
+    cut mid-way (a copy still being written, a transfer cut short): that record is rejected, and
+    the complete file landed later adds it (the others count once, by their natural key).
+    """
     positions = {name.strip().lower(): i for i, name in enumerate(header)}
     schema = ", ".join(f"c{i} string" for i in range(len(header))) + ", _corrupt string"
     fields = []
@@ -155,8 +167,14 @@ def csv_source(fid: int, source: str, path: str, dataset: Dataset, header: Seque
     quotes = "(length(_text) - length(replace(_text, '\"', ''))) % 2 = 1"
     unbalanced = sql_string("unbalanced quotes (CSV records must be on one line each)")
     wrong = sql_string(f"wrong number of fields (the header has {len(header)})")
+    cut = sql_string(
+        "last record has no line end: the file may have been cut mid-record "
+        "(land the complete file again)"
+    )
+    last = "_rec = max(_rec) over ()" if open_last_line else "false"
     pre_err = (
         f"case when _blank then {NO_ERR} "
+        f"when {last} then {_struct_err(None, cut)} "
         f"when {quotes} then {_struct_err(None, unbalanced)} "
         f"when _p._corrupt is not null then {_struct_err(None, wrong)} "
         f"else {NO_ERR} end"
@@ -369,4 +387,101 @@ def stage_query(dataset: Dataset, sources: Sequence[str]) -> str:
         f"select *, {error_expr(dataset)} as _err from ("
         f"select *, {typed} from ("
         f"select {keep}{', ' + nested if nested else ''}, {values} from (\n{union}\n))))"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Natural keys: a record that arrives in several files (overlapping exports) counts once.
+# ---------------------------------------------------------------------------------------------
+
+# dataset -> (time column that bounds the search in the raw table, key columns). README
+# "Landing contract" states these keys. Service Broker attempts use `attempt_id` alone when the
+# application gives one.
+DEDUP_KEYS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ssb_receive_attempts": (
+        "attempted_at",
+        (
+            "server_name",
+            "database_name",
+            "queue_name",
+            "conversation_handle",
+            "message_sequence_number",
+            "attempted_at",
+            "outcome",
+            "error_number",
+        ),
+    ),
+    "jms_receive_attempts": (
+        "attempted_at",
+        (
+            "broker_name",
+            "queue_name",
+            "message_id",
+            "consumer_id",
+            "server_name",
+            "delivery_count",
+            "attempted_at",
+            "outcome",
+        ),
+    ),
+    "ssb_queue_snapshots": (
+        "snapshot_at",
+        (
+            "snapshot_at",
+            "server_name",
+            "database_name",
+            "queue_name",
+            "conversation_handle",
+            "message_sequence_number",
+        ),
+    ),
+    # orig_queue too: the copies of one multicast message in a DLQ share their message id.
+    "jms_queue_snapshots": (
+        "snapshot_at",
+        ("snapshot_at", "broker_name", "queue_name", "message_id", "orig_queue"),
+    ),
+}
+
+
+def dedup_key(dataset: Dataset, column_sql: dict[str, str]) -> str | None:
+    """SQL for the natural key of a record as one string (None: the dataset has no key).
+
+    `column_sql` maps contract column names to their SQL (typed stage column or raw column).
+    Timestamps enter as microseconds (to_json would keep only milliseconds).
+    """
+    spec = DEDUP_KEYS.get(dataset.name)
+    if spec is None:
+        return None
+    types = {c.name: c.type for c in dataset.columns}
+
+    def part(name: str) -> str:
+        sql = column_sql[name]
+        return f"unix_micros({sql})" if types[name] == TIMESTAMP else sql
+
+    fields = ", ".join(f"{sql_string(n)}, {part(n)}" for n in spec[1])
+    key = f"to_json(named_struct({fields}))"
+    if dataset.name == "ssb_receive_attempts":
+        attempt_id = column_sql["attempt_id"]
+        return (
+            f"case when {attempt_id} is not null "
+            f"then to_json(named_struct('attempt_id', {attempt_id})) else {key} end"
+        )
+    return key
+
+
+def duplicates_query(dataset: Dataset, stage: str, raw_table: str, low: str, high: str) -> str:
+    """(_fid, _rec) of the valid stage records whose key is already in `raw_table` (rows with
+    time between the `low` and `high` literals: the new records' range, so only that range of
+    history is read) or earlier in the stage (file order, then record order)."""
+    time_column = DEDUP_KEYS[dataset.name][0]
+    stage_key = dedup_key(dataset, {c.name: typed_col(c.name) for c in dataset.columns})
+    raw_key = dedup_key(dataset, {c.name: ident(c.name) for c in dataset.columns})
+    return (
+        f"select s._fid, s._rec from ("
+        f"select _fid, _rec, _k, row_number() over (partition by _k order by _fid, _rec) as _n "
+        f"from (select _fid, _rec, {stage_key} as _k from {stage} "
+        f"where not _blank and _err is null)) s "
+        f"left join (select distinct {raw_key} as _k from {raw_table} "
+        f"where {ident(time_column)} between {low} and {high}) e on s._k = e._k "
+        f"where s._n > 1 or e._k is not null"
     )

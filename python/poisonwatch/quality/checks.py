@@ -33,6 +33,7 @@ from rich.table import Table
 from rich.text import Text
 
 from poisonwatch.config import PoisonwatchError, home, load_profile
+from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.schemas import RAW_DATABASE
 
 if TYPE_CHECKING:
@@ -335,7 +336,7 @@ def _run_suite(
 
     df: DataFrame | None = None
     try:
-        df = spark.sql(suite.rendered_sql(names)).cache()
+        df = _html_inert(spark.sql(suite.rendered_sql(names))).cache()
         outcome.rows = df.count()
 
         try:
@@ -381,6 +382,25 @@ def _run_suite(
     if outcome.failed:
         outcome.status = "failed"
     return outcome
+
+
+def _html_inert(df: DataFrame) -> DataFrame:
+    """Text columns with `&`, `<`, `>` HTML-escaped: GX writes unexpected values into the Data
+    Docs pages as raw HTML (its templates are not autoescaped), so a message body or error
+    text could carry `<script>` into the site. The escaping is injective and the suites'
+    sets and patterns contain none of these characters, so every expectation's verdict
+    is unchanged; the report shows the examples as escaped text."""
+    from pyspark.sql.types import StringType
+
+    expressions = []
+    for column in df.schema.fields:
+        name = "`" + column.name.replace("`", "``") + "`"
+        if isinstance(column.dataType, StringType):
+            escaped = f"replace(replace(replace({name}, '&', '&amp;'), '<', '&lt;'), '>', '&gt;')"
+            expressions.append(f"{escaped} as {name}")
+        else:
+            expressions.append(name)
+    return df.selectExpr(*expressions)
 
 
 def _first_line(text: str) -> str:
@@ -504,6 +524,9 @@ _STATUS_STYLE = {
 }
 
 
+EXAMPLES_CHARS = 300
+
+
 def _expectation_table(suite: SuiteOutcome, only_failures: bool) -> Table:
     rows = suite.failures() if only_failures else suite.expectations
     title = (
@@ -523,7 +546,15 @@ def _expectation_table(suite: SuiteOutcome, only_failures: bool) -> Table:
         what = Text(e.description or e.expectation)
         if e.description:
             what.append(f"\n{e.expectation}", style="dim")
-        table.add_row(mark, what, e.columns, e.condition, e.observed, e.examples)
+        # Unexpected values (examples) and conditions quote the data: inert text.
+        table.add_row(
+            mark,
+            what,
+            terminal(e.columns),
+            terminal(e.condition),
+            terminal(e.observed),
+            terminal(e.examples, limit=EXAMPLES_CHARS),
+        )
     return table
 
 
@@ -552,7 +583,7 @@ def print_report(
             str(s.passed) if ran else "",
             (f"[bold red]{s.failed}[/bold red]" if s.failed else "0") if ran else "",
             f"{s.seconds:.1f}" if s.status != "skipped" else "",
-            s.reason,
+            terminal(s.reason, limit=EXAMPLES_CHARS),
         )
     console.print(summary)
 

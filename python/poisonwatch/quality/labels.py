@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.engine import Engine
 
 MART_DB = "poisonwatch"
@@ -171,4 +172,4 @@ def print_report(report: LabelReport) -> None:
     console.print(table)
     for k in report.kinds:
         for m in k.mismatches[:5]:
-            console.print(f"[red]{k.kind} mismatch:[/red] {m}")
+            console.print(f"[red]{k.kind} mismatch:[/red] {terminal(m, limit=500)}")

@@ -12,6 +12,8 @@ from typing import IO, Any
 from rich.console import Console
 from rich.table import Table
 
+from poisonwatch.textsafe import csv_cell, json_text, terminal
+
 FORMATS = ("table", "csv", "json")
 
 
@@ -35,6 +37,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# A table cell shows at most this much of a value (csv and json give it whole).
+CELL_CHARS = 2000
+
+
+def _csv_value(value: Any) -> Any:
+    """Text cells neutralised against spreadsheet formulas; numbers stay numbers."""
+    if isinstance(value, bool | int | float | decimal.Decimal):
+        return value
+    plain = _jsonable(value)
+    if isinstance(plain, list | dict):
+        plain = json.dumps(plain, ensure_ascii=False)
+    return csv_cell(plain)
+
+
 def print_rows(
     columns: list[str],
     rows: list[tuple[Any, ...]],
@@ -47,24 +63,29 @@ def print_rows(
     The table fits the terminal: one line per row, long values shortened with `…`; `wide`
     folds them instead, whole."""
     out = out or sys.stdout
+    # Values come from the watched systems (message bodies, error texts): every format keeps
+    # them inert (poisonwatch.textsafe). JSON keeps them exact: json escapes control
+    # characters, and bidi / invisible characters are written as \\u escapes.
     if fmt == "json":
         for row in rows:
             obj = {c: _jsonable(v) for c, v in zip(columns, row, strict=True)}
-            out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+            out.write(json_text(json.dumps(obj, ensure_ascii=False)) + "\n")
     elif fmt == "csv":
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
+        writer.writerow([csv_cell(c) for c in columns])
         for row in rows:
-            writer.writerow(["" if v is None else _jsonable(v) for v in row])
+            writer.writerow(["" if v is None else _csv_value(v) for v in row])
     else:
         table = Table(show_lines=False)
         for c in columns:
             if wide:
-                table.add_column(c, overflow="fold")
+                table.add_column(terminal(c), overflow="fold")
             else:
-                table.add_column(c, overflow="ellipsis", no_wrap=True)
+                table.add_column(terminal(c), overflow="ellipsis", no_wrap=True)
         for row in rows:
-            table.add_row(*("" if v is None else str(_jsonable(v)) for v in row))
+            table.add_row(
+                *("" if v is None else terminal(_jsonable(v), limit=CELL_CHARS) for v in row)
+            )
         Console(file=out).print(table)
         Console(file=sys.stderr).print(f"[dim]{len(rows)} row(s)[/dim]")
 
