@@ -85,6 +85,10 @@ def test_an_apply_reruns_what_reads_the_remediation_ledger() -> None:
     args, _, changed = plan_build(after, _last(before))
     assert changed == ["ops.action_log"]
     assert args == ["build", "--select", "source:ops.action_log+", *NO_UNIT_TESTS]
+    # The first build found no ops database (its hook creates the ledger empty): 0 rows, no news.
+    first = _inputs()
+    first.ops = {}
+    assert plan_build(_inputs(), _last(first))[0] is None
 
 
 def test_unknown_dataset_or_vanished_ledger_rows_build_everything() -> None:

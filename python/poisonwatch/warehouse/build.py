@@ -237,7 +237,9 @@ def plan_build(
     changed_datasets = sorted(
         d for d in inputs.datasets if list(old_datasets.get(d) or []) != inputs.datasets[d]
     )
-    changed_ops = sorted(t for t in inputs.ops if old_ops.get(t) != inputs.ops[t])
+    # A ledger table that did not exist yet (the first build's on-run-start hook creates it
+    # empty) had 0 rows.
+    changed_ops = sorted(t for t in inputs.ops if old_ops.get(t, 0) != inputs.ops[t])
     gone = sorted(set(old_datasets) - set(inputs.datasets)) + sorted(set(old_ops) - set(inputs.ops))
     if gone:
         return PRODUCTION, "ledger entries disappeared: " + ", ".join(gone), gone
