@@ -2,6 +2,11 @@
 -- message (review only), discard for a disposable one, park or dead_letter when its policy
 -- says so; the statements of inspect_message_statement and receive_message_statement.
 
+{#- The message a receive_message_statement takes out (its positional arguments). #}
+{%- set message = [
+    'database_name', 'queue_name', 'conversation_handle', 'message_sequence_number',
+] %}
+
 with targets as (
     select * from {{ ref('int_remediation_targets') }}
 ),
@@ -44,30 +49,18 @@ actions as (
                         'conversation_handle'
                     ) }}
             when 'discard'
-                then
-                    {{ poisonwatch.receive_message_statement(
-                        'database_name',
-                        'queue_name',
-                        'conversation_handle',
-                        'message_sequence_number'
-                    ) }}
+                then {{ poisonwatch.receive_message_statement(*message) }}
             when 'park'
                 then
                     {{ poisonwatch.receive_message_statement(
-                        'database_name',
-                        'queue_name',
-                        'conversation_handle',
-                        'message_sequence_number',
+                        *message,
                         target_table=var('sb_holding_table', 'dbo.PoisonwatchParkedMessages'),
                         delay_minutes='park_delay_minutes'
                     ) }}
             when 'dead_letter'
                 then
                     {{ poisonwatch.receive_message_statement(
-                        'database_name',
-                        'queue_name',
-                        'conversation_handle',
-                        'message_sequence_number',
+                        *message,
                         target_table=var('sb_dead_letter_table', 'dbo.PoisonwatchDeadLetters')
                     ) }}
         end as statement,
