@@ -12,13 +12,12 @@
 
 {#-
     Incremental (Parquet, partition overwrite, no MERGE). All attempts of a message live in
-    one partition, `message_partition`: the hour (var message_partition_seconds) of the message's first attempt when it was
-    first seen, kept ever after ("sticky"), so a late attempt never splits a message.
-    A run reads only the landing batches not yet processed, then rewrites the partitions of
-    the messages they touch: the old attempts of those partitions plus the new ones, all
-    sequenced again. A late-arriving attempt (older than the latest) therefore lands among
-    its message's attempts and every window below sees it. The partition layout may differ
-    from a full refresh's; the attempts, their sequence and every mart do not.
+    one partition, `message_partition`: the hour (var message_partition_seconds) of its first
+    attempt when first seen, kept ever after ("sticky"), so a late attempt never splits a
+    message. A run reads only the landing batches not yet processed and rewrites the
+    partitions of the messages they touch, old attempts and new sequenced again: a late
+    attempt lands among its message's attempts and every window below sees it. The partition
+    layout may differ from a full refresh's; the attempts, their sequence and marts do not.
 -#}
 {%- set attempt_columns = [
     'attempt_key',

@@ -8,14 +8,7 @@ with runs as (
 ),
 
 consumers as (
-    select
-        consumer_id,
-        size(collect_set(server_name)) as server_count,
-        min(attempted_at) as first_attempted_at,
-        max(attempted_at) as last_attempted_at
-    from {{ ref('int_receive_attempts_sequenced') }}
-    where broker_kind = 'jms'
-    group by consumer_id
+    select * from {{ ref('int_jms__consumers_summarized') }}
 ),
 
 policies as (

@@ -5,33 +5,12 @@ with messages as (
     select * from {{ ref('int_messages_classified') }}
 ),
 
-attempt_ended_conversations as (
-    select
-        server_name,
-        database_name,
-        conversation_handle,
-        min(attempted_at) as ended_at
-    from {{ ref('int_receive_attempts_sequenced') }}
-    where is_conversation_end
-    group by server_name, database_name, conversation_handle
+conversations_ended as (
+    select * from {{ ref('int_conversations_ended') }}
 ),
 
-applied_ended_conversations as (
-    select
-        server_name,
-        database_name,
-        conversation_handle,
-        min(ended_at) as ended_at
-    from {{ ref('stg_ops__ended_conversations') }}
-    group by server_name, database_name, conversation_handle
-),
-
-dead_lettered_by_apply as (
-    select
-        message_key,
-        min(dead_lettered_at) as dead_lettered_at
-    from {{ ref('stg_ops__dead_lettered_messages') }}
-    group by message_key
+dead_lettered as (
+    select * from {{ ref('int_messages_dead_lettered') }}
 ),
 
 removed_by_apply as (
@@ -56,18 +35,6 @@ removed_by_apply as (
     group by message_key
 ),
 
-dlq_snapshot_messages as (
-    select
-        {{ message_key(
-            'jms', {'broker_kind': "'jms'", 'queue_name': 'coalesce(orig_queue, queue_name)'}
-        ) }}
-            as message_key,
-        min(snapshot_at) as first_seen_in_dlq_at
-    from {{ ref('stg_jms__queue_snapshots') }}
-    where is_dead_letter_queue
-    group by message_key
-),
-
 ordering as (
     select
         message_key,
@@ -87,35 +54,30 @@ redelivery as (
 joined as (
     select
         messages.*,
-        dead_lettered_by_apply.dead_lettered_at,
-        dlq_snapshot_messages.first_seen_in_dlq_at,
+        dead_lettered.dead_lettered_at,
+        dead_lettered.first_seen_in_dlq_at,
         ordering.has_out_of_order_processing as ordering_flag,
         redelivery.expected_redelivery_delay_ms as next_redelivery_delay_ms,
         redelivery.expected_redelivery_at as next_redelivery_at,
-        coalesce(attempt_ended.ended_at, applied_ended.ended_at) as conversation_ended_at,
-        attempt_ended.ended_at is not null or applied_ended.ended_at is not null
+        coalesce(conversations_ended.attempt_ended_at, conversations_ended.apply_ended_at)
+            as conversation_ended_at,
+        conversations_ended.attempt_ended_at is not null
+        or conversations_ended.apply_ended_at is not null
             as is_conversation_ended,
-        applied_ended.ended_at is not null as is_conversation_ended_by_apply,
-        dead_lettered_by_apply.message_key is not null as is_dead_lettered_by_apply,
+        conversations_ended.apply_ended_at is not null as is_conversation_ended_by_apply,
+        coalesce(dead_lettered.is_dead_lettered_by_apply, false) as is_dead_lettered_by_apply,
+        coalesce(dead_lettered.is_dead_lettered_by_apply or dead_lettered.is_in_dlq_snapshot, false)
+            as is_dead_lettered,
         removed_by_apply.discarded_at is not null as is_discarded_by_apply,
-        removed_by_apply.parked_at is not null as is_parked_by_apply,
-        dead_lettered_by_apply.message_key is not null
-        or dlq_snapshot_messages.message_key is not null as is_dead_lettered
+        removed_by_apply.parked_at is not null as is_parked_by_apply
     from messages
-    left join attempt_ended_conversations as attempt_ended
+    left join conversations_ended
         on
-            messages.server_name = attempt_ended.server_name
-            and messages.database_name = attempt_ended.database_name
-            and messages.conversation_handle = attempt_ended.conversation_handle
-    left join applied_ended_conversations as applied_ended
-        on
-            messages.server_name = applied_ended.server_name
-            and messages.database_name = applied_ended.database_name
-            and messages.conversation_handle = applied_ended.conversation_handle
-    left join dead_lettered_by_apply
-        on messages.message_key = dead_lettered_by_apply.message_key
-    left join dlq_snapshot_messages
-        on messages.message_key = dlq_snapshot_messages.message_key
+            messages.server_name = conversations_ended.server_name
+            and messages.database_name = conversations_ended.database_name
+            and messages.conversation_handle = conversations_ended.conversation_handle
+    left join dead_lettered
+        on messages.message_key = dead_lettered.message_key
     left join removed_by_apply
         on messages.message_key = removed_by_apply.message_key
     left join ordering

@@ -26,36 +26,8 @@ disabled_events as (
     where is_queue_disabled_event
 ),
 
-poison as (
-    select message_key
-    from {{ ref('int_messages_classified') }}
-    where classification = 'poison'
-),
-
-snapshot_messages as (
-    select
-        queue_key,
-        snapshot_at,
-        message_key
-    from {{ ref('stg_service_broker__queue_snapshots') }}
-    union all
-    select
-        queue_key,
-        snapshot_at,
-        {{ message_key('jms') }}
-            as message_key
-    from {{ ref('stg_jms__queue_snapshots') }}
-),
-
 poison_per_snapshot as (
-    select
-        snapshot_messages.queue_key,
-        snapshot_messages.snapshot_at,
-        count(distinct snapshot_messages.message_key) as poison_message_count
-    from snapshot_messages
-    inner join poison
-        on snapshot_messages.message_key = poison.message_key
-    group by snapshot_messages.queue_key, snapshot_messages.snapshot_at
+    select * from {{ ref('int_queue_snapshots_poison_counted') }}
 ),
 
 state_at_snapshot as (

@@ -1,0 +1,26 @@
+{{ config(materialized='view') }}
+
+-- Per JMS consumer setting with attempts: on how many servers it ran and its first and last
+-- attempt, every outcome counted (temporarily_unavailable too, unlike the breaker's runs in
+-- int_jms__consumer_failure_runs). A view: consumer_circuit_breakers' list of consumers.
+
+with attempts as (
+    select
+        consumer_id,
+        server_name,
+        attempted_at
+    from {{ ref('int_receive_attempts_sequenced') }}
+    where broker_kind = 'jms'
+),
+
+final as (
+    select
+        consumer_id,
+        size(collect_set(server_name)) as server_count,
+        min(attempted_at) as first_attempted_at,
+        max(attempted_at) as last_attempted_at
+    from attempts
+    group by consumer_id
+)
+
+select * from final
