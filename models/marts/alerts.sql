@@ -25,12 +25,18 @@ buckets as (
     select * from {{ ref('int_receive_attempts_bucketed') }}
 ),
 
+latest_snapshot as (
+    select max(snapshot_at) as latest_at from health
+),
+
+latest_attempt as (
+    select max(last_attempted_at) as latest_at from buckets
+),
+
 clock as (
-    select
-        greatest(
-            (select max(snapshot_at) from health),
-            (select max(last_attempted_at) from buckets)
-        ) as as_of
+    select greatest(latest_snapshot.latest_at, latest_attempt.latest_at) as as_of
+    from latest_snapshot
+    cross join latest_attempt
 ),
 
 horizon as (
@@ -61,7 +67,7 @@ recent_health as (
     where health.snapshot_at >= horizon.lookback_start
 ),
 
-{#- ---------------------------------------------------------------- Service Broker state #}
+{# ---------------------------------------------------------------- Service Broker state #}
 disable_points as (
     select
         'queue_disabled' as alert_kind,
@@ -112,19 +118,17 @@ imminent_points as (
     where broker_kind = 'service_broker'
 ),
 
-{#- ---------------------------------------------------------------- stalled queues #}
-{#-
+{# ---------------------------------------------------------------- stalled queues #}
+{#
     One stream per queue of snapshot markers and success times (the first and the last of
     each minute), so the latest success at or before each snapshot is a running max.
 #}
 success_times as (
     select
         buckets.queue_key,
-        success_at
+        explode(array(buckets.first_succeeded_at, buckets.last_succeeded_at)) as success_at
     from buckets
     cross join horizon
-    lateral view explode(array(buckets.first_succeeded_at, buckets.last_succeeded_at))
-        as success_at
     where
         buckets.success_count > 0
         and buckets.bucket_start >= horizon.lookback_start - interval 1 day
@@ -200,24 +204,31 @@ stall_points as (
     )
 ),
 
-{#- ---------------------------------------------------------------- DLQ arrival spikes #}
-{#-
+{# ---------------------------------------------------------------- DLQ arrival spikes #}
+{#
     Dead-letter arrivals per original queue, counted in windows aligned to the clock (every
     window_minutes from midnight UTC); the baseline is the median count of the same window on
     each of the baseline_days days before (a day without arrivals counts 0).
 -#}
 arrivals as (
     select
-        broker_name,
-        orig_queue as queue_name,
-        first_seen_at as arrived_at
-    from {{ ref('dlq_messages') }}
+        dlq_messages.broker_name,
+        dlq_messages.orig_queue as queue_name,
+        dlq_messages.first_seen_at as arrived_at
+    from {{ ref('dlq_messages') }} as dlq_messages
     cross join horizon
     where
-        broker_kind = 'jms'
-        and (is_in_dlq_snapshot or is_dead_lettered_by_apply)
-        and first_seen_at >= horizon.lookback_start
-        and first_seen_at <= horizon.as_of
+        dlq_messages.broker_kind = 'jms'
+        and (dlq_messages.is_in_dlq_snapshot or dlq_messages.is_dead_lettered_by_apply)
+        and dlq_messages.first_seen_at >= horizon.lookback_start
+        and dlq_messages.first_seen_at <= horizon.as_of
+),
+
+arrival_queues as (
+    select distinct
+        broker_name,
+        queue_name
+    from arrivals
 ),
 
 dlq_policies as (
@@ -228,7 +239,7 @@ dlq_policies as (
         policy_rows.baseline_days,
         policy_rows.threshold,
         policy_rows.factor
-    from (select distinct broker_name, queue_name from arrivals) as arrival_queues
+    from arrival_queues
     inner join policy_rows
         on
             policy_rows.alert_kind = 'dlq_arrival_spike'
@@ -297,29 +308,29 @@ dlq_current as (
             dlq_eval.broker_name = arrival_windows.broker_name
             and dlq_eval.queue_name = arrival_windows.queue_name
             and dlq_eval.window_number = arrival_windows.window_number
-            and arrival_windows.arrived_at <= dlq_eval.snapshot_at
+            and dlq_eval.snapshot_at >= arrival_windows.arrived_at
     group by dlq_eval.broker_name, dlq_eval.queue_name, dlq_eval.snapshot_at
 ),
 
 dlq_baseline as (
     select
-        days.broker_name,
-        days.queue_name,
-        days.snapshot_at,
+        back_days.broker_name,
+        back_days.queue_name,
+        back_days.snapshot_at,
         percentile(coalesce(window_counts.arrival_count, 0), 0.5) as baseline_count
     from (
         select
             dlq_eval.*,
             explode(sequence(1, dlq_eval.baseline_days)) as days_back
         from dlq_eval
-    ) as days
+    ) as back_days
     left join window_counts
         on
-            days.broker_name = window_counts.broker_name
-            and days.queue_name = window_counts.queue_name
-            and days.window_number - days.days_back * (1440 / days.window_minutes)
+            back_days.broker_name = window_counts.broker_name
+            and back_days.queue_name = window_counts.queue_name
+            and back_days.window_number - back_days.days_back * (1440 / back_days.window_minutes)
             = window_counts.window_number
-    group by days.broker_name, days.queue_name, days.snapshot_at
+    group by back_days.broker_name, back_days.queue_name, back_days.snapshot_at
 ),
 
 dlq_points as (
@@ -333,9 +344,9 @@ dlq_points as (
         cast(null as string) as consumer_id,
         cast(null as string) as failure_group_id,
         dlq_eval.snapshot_at as point_at,
-        dlq_current.arrival_count
-        >= greatest(dlq_eval.threshold, coalesce(dlq_eval.factor, 1.0) * dlq_baseline.baseline_count)
-            as is_firing,
+        dlq_current.arrival_count >= greatest(
+            dlq_eval.threshold, coalesce(dlq_eval.factor, 1.0) * dlq_baseline.baseline_count
+        ) as is_firing,
         cast(dlq_current.arrival_count as double) as observed_value,
         cast(dlq_baseline.baseline_count as double) as baseline_value,
         concat(
@@ -356,7 +367,7 @@ dlq_points as (
             and dlq_eval.snapshot_at = dlq_baseline.snapshot_at
 ),
 
-{#- ---------------------------------------------------------------- queue-level policies #}
+{# ---------------------------------------------------------------- queue-level policies #}
 queue_points as (
     select
         disable_points.*,
@@ -509,12 +520,14 @@ episodes as (
     select
         *,
         sum(case when is_firing then 0 else 1 end) over (
-            partition by alert_kind, broker_kind, server_name, database_name, broker_name, queue_name
+            partition by
+                alert_kind, broker_kind, server_name, database_name, broker_name, queue_name
             order by point_at
             rows between unbounded preceding and current row
         ) as quiet_points_before,
         max(point_at) over (
-            partition by alert_kind, broker_kind, server_name, database_name, broker_name, queue_name
+            partition by
+                alert_kind, broker_kind, server_name, database_name, broker_name, queue_name
         ) as latest_point_at
     from evaluated_points
 ),
@@ -550,7 +563,7 @@ queue_alerts as (
         quiet_points_before
 ),
 
-{#- ---------------------------------------------------------------- breakers #}
+{# ---------------------------------------------------------------- breakers #}
 breaker_policy as (
     select *
     from policy_rows
@@ -617,7 +630,7 @@ after_trip as (
     inner join runs
         on
             trips.consumer_id = runs.consumer_id
-            and runs.attempted_at > trips.tripped_at
+            and trips.tripped_at < runs.attempted_at
     group by trips.consumer_id, trips.tripped_at
 ),
 
@@ -650,7 +663,7 @@ breaker_alerts as (
     where after_trip.attempts_after_trip >= breaker_policy.threshold
 ),
 
-{#- ---------------------------------------------------------------- failure groups #}
+{# ---------------------------------------------------------------- failure groups #}
 group_policy as (
     select *
     from policy_rows
@@ -699,7 +712,7 @@ group_alerts as (
     cross join history_start
     where
         failure_groups.failure_count >= group_policy.threshold
-        {#- A group seen in the first window of the history is not new: history began. #}
+        {# A group seen in the first window of the history is not new: history began. #}
         and failure_groups.first_seen_at
         >= history_start.started_at
         + make_interval(0, 0, 0, 0, 0, group_policy.window_minutes, 0)

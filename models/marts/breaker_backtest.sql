@@ -44,7 +44,7 @@ candidate_names as (
     select distinct candidate_name from candidate_rows
 ),
 
-{#- A consumer's own row overrides the candidate's '*' row as a whole (as for the policy in force). #}
+{# A consumer's own row overrides the candidate's '*' row as a whole (as in force). #}
 candidates as (
     select * from in_force
     union all
@@ -81,7 +81,7 @@ run_failures as (
     select
         runs.consumer_id,
         runs.server_name,
-        {#- The counted attempt that started the run: a stable id across incremental runs. #}
+        {# The counted attempt that started the run: a stable id across incremental runs. #}
         runs.counted_attempt_number - runs.any_type_run + 1 as run_start_number,
         runs.counted_attempt_number,
         runs.any_type_run,
@@ -99,7 +99,7 @@ acknowledgements as (
         server_name,
         counted_attempt_number
     from runs
-    where runs.is_success
+    where is_success
 ),
 
 failure_runs as (
@@ -221,7 +221,7 @@ counted as (
         case when is_tripped then reporting_premature_runs else 0 end as premature_trips,
         case when is_tripped then failures_before_reports else 0 end
             as failed_deliveries_before_trips,
-        {#- Failed deliveries on permanent-only runs that a trip did not spare. #}
+        {# Failed deliveries on permanent-only runs that a trip did not spare. #}
         case
             when is_tripped then permanent_failures_before_reports
             else permanent_run_failures
@@ -229,7 +229,7 @@ counted as (
     from joined
 ),
 
-{#-
+{#
     The recommendation per consumer: among candidates with no premature trip, the fewest
     wasted deliveries on permanent-only runs, then the largest M (the gentlest fuse), then
     the name.
@@ -241,10 +241,10 @@ final as (
         and row_number() over (
             partition by counted.consumer_id
             order by
-                case when counted.premature_trips = 0 then 0 else 1 end,
-                counted.wasted_deliveries,
+                case when counted.premature_trips = 0 then 0 else 1 end asc,
+                counted.wasted_deliveries asc,
                 counted.max_consecutive_failures desc,
-                counted.candidate_name
+                counted.candidate_name asc
         ) = 1 as is_recommended
     from counted
 )

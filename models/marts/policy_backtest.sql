@@ -47,7 +47,7 @@ replayed as (
         accumulated.failure_count,
         accumulated.last_success_attempt_number,
         accumulated.failures,
-        {#- The prefix ending at a failure never ends in a success. #}
+        {# The prefix ending at a failure never ends in a success. #}
         element_at(filter(
             accumulated.failures,
             f -> {{ poison_classification(poison_reason(
@@ -75,21 +75,21 @@ replayed as (
 
 outcomes as (
     select
-        candidate_name,
-        message_key,
-        broker_kind,
-        queue_name,
-        failures,
-        decision,
-        decision is not null as is_declared,
-        coalesce(last_success_attempt_number > decision.attempt_number, false)
+        replayed.candidate_name,
+        replayed.message_key,
+        replayed.broker_kind,
+        replayed.queue_name,
+        replayed.failures,
+        replayed.decision,
+        replayed.decision is not null as is_declared,
+        coalesce(replayed.last_success_attempt_number > replayed.decision.attempt_number, false)
             as is_succeeded_after_decision,
-        last_success_attempt_number is null
-        or last_success_attempt_number < element_at(failures, -1).attempt_number
-            as is_never_recovered,
+        replayed.last_success_attempt_number is null
+        or replayed.last_success_attempt_number
+        < element_at(replayed.failures, -1).attempt_number as is_never_recovered,
         case
-            when decision is not null then decision.failure_number
-            else failure_count
+            when replayed.decision is not null then replayed.decision.failure_number
+            else replayed.failure_count
         end as failures_until_decision
     from replayed
 ),
@@ -103,7 +103,7 @@ classified as (
     from outcomes
 ),
 
-{#- Disables are rare: only the failures of messages in queues that had one are unpacked. #}
+{# Disables are rare: only the failures of messages in queues that had one are unpacked. #}
 disabling_failures as (
     select
         exploded.message_key,
@@ -113,8 +113,8 @@ disabling_failures as (
             accumulated.message_key,
             explode(accumulated.failures) as failure
         from accumulated
-        left semi join disabling_attempts
-            on accumulated.queue_name = disabling_attempts.queue_name
+        left semi join disabling_attempts as disabled_queues
+            on accumulated.queue_name = disabled_queues.queue_name
         where accumulated.broker_kind = 'service_broker'
     ) as exploded
     inner join disabling_attempts
@@ -203,7 +203,7 @@ joined as (
             and candidates.queue_name = disables.queue_name
 ),
 
-{#-
+{#
     The recommendation per queue: among candidates with no false poison, the fewest wasted
     attempts (mean), then the fewest missed, then the most disables prevented, then the name.
 #}
@@ -214,11 +214,11 @@ final as (
         and row_number() over (
             partition by joined.broker_kind, joined.queue_name
             order by
-                case when joined.false_poison = 0 then 0 else 1 end,
-                joined.wasted_attempts_mean,
-                joined.missed,
+                case when joined.false_poison = 0 then 0 else 1 end asc,
+                joined.wasted_attempts_mean asc,
+                joined.missed asc,
                 coalesce(joined.queue_disables_prevented, 0) desc,
-                joined.candidate_name
+                joined.candidate_name asc
         ) = 1 as is_recommended
     from joined
 )

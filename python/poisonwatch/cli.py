@@ -17,10 +17,36 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from poisonwatch.generate import generate, print_summary
 
     summary = generate(
-        Path(args.out), seed=args.seed, attempts=args.attempts, chunk_records=args.chunk_records
+        Path(args.out),
+        seed=args.seed,
+        attempts=args.attempts,
+        chunk_records=args.chunk_records,
+        alert_scenarios=args.alert_scenario,
+        follow_up=args.follow_up,
     )
     print_summary(summary)
     return 0
+
+
+def _cmd_backtest(args: argparse.Namespace) -> int:
+    from poisonwatch.backtest import print_backtest, run_backtest
+
+    result = run_backtest(args.target, [Path(p) for p in args.candidates])
+    print_backtest(result)
+    return 0
+
+
+def _cmd_alerts(args: argparse.Namespace) -> int:
+    from poisonwatch.alerts import run_alerts
+
+    return run_alerts(
+        args.target,
+        since=args.since,
+        fmt=args.format,
+        webhook=args.webhook,
+        kinds=args.kind,
+        include_resolved=args.include_resolved,
+    )
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -204,7 +230,52 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="records per file (default: about attempts / 8, between 50 and 1,000,000)",
     )
+    p.add_argument(
+        "--alert-scenario",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="after the regular traffic, raise this alert kind (dlq_arrival_spike, "
+        "queue_stalled, queue_disable_imminent, breaker_tripped_still_receiving, "
+        "new_failure_group, or all); repeatable",
+    )
+    p.add_argument(
+        "--follow-up",
+        action="store_true",
+        help="write only what follows a remediation of the same workload (same --seed, "
+        "--attempts and --alert-scenario): the stalled queue drained, a later snapshot",
+    )
     p.set_defaults(func=_cmd_generate)
+
+    p = sub.add_parser(
+        "backtest",
+        help="replay history under candidate policies; recommend one per queue",
+        epilog="example: poisonwatch backtest --candidates my_candidates.csv",
+    )
+    p.add_argument(
+        "--candidates",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="CSV with the columns of seeds/candidate_policies.csv or of "
+        "seeds/candidate_consumer_policies.csv, instead of that seed (until the next build); "
+        "at most one of each",
+    )
+    p.set_defaults(func=_cmd_backtest)
+
+    p = sub.add_parser(
+        "alerts",
+        help="open alerts; exit 0 none, 1 warning, 2 critical (monitoring plugins)",
+        epilog="example: poisonwatch alerts --since 2h --format json --webhook http://hook",
+    )
+    p.add_argument("--since", help="only alerts seen within this long (30m, 2h, 7d)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--webhook", metavar="URL", help="POST each new open alert once, as JSON")
+    p.add_argument("--kind", action="append", default=[], help="only this alert kind (repeatable)")
+    p.add_argument(
+        "--include-resolved", action="store_true", help="print recently resolved alerts too"
+    )
+    p.set_defaults(func=_cmd_alerts)
 
     p = sub.add_parser(
         "ingest",
