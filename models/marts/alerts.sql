@@ -184,10 +184,10 @@ stall_points as (
         recent_health.snapshot_at as point_at,
         recent_health.message_count,
         recent_health.oldest_message_age_seconds,
+        last_successes.last_success_at,
         lag(recent_health.message_count) over queue_snapshots as previous_message_count,
         lag(recent_health.oldest_message_age_seconds) over queue_snapshots
-            as previous_oldest_message_age_seconds,
-        last_successes.last_success_at
+            as previous_oldest_message_age_seconds
     from recent_health
     left join last_successes
         on

@@ -106,9 +106,9 @@ def load_candidates(path: Path) -> tuple[str, list[dict[str, Any]]]:
                 f"{path}, line {line}: {len(record)} fields, the header has {len(columns)}"
             )
         row = {}
-        for (name, kind), text in zip(columns.items(), record, strict=True):
+        for (name, col_type), text in zip(columns.items(), record, strict=True):
             where = f"{path}, line {line}, field {name}"
-            value = _value(kind, text, where)
+            value = _value(col_type, text, where)
             if value is None and name in _REQUIRED:
                 raise PoisonwatchError(f"{where}: a value is required")
             if name in _CHOICES and value is not None:

@@ -4,8 +4,8 @@ They run after the regular traffic has ended, in the next whole hour (windows of
 aligned to the clock), on queues and consumer settings of their own: the regular workload's
 records are the same bytes with or without the flag, the scenarios' records come after them.
 A follow-up (`generate --follow-up`) replays the same workload without writing it and writes
-only what happens after a remediation: the stalled queue's reader is back (it commits what
-piled up), and a later snapshot of every queue, in a later window, shows the spike over.
+only what happens after a remediation: poison conversations ended, readers back (the stalled
+queue commits what piled up), and a later snapshot of every queue, in a later window.
 
 - `dlq_arrival_spike`: twelve messages on `alerts.spike` fail ten deliveries each (the agent
   reports TemporaryUnavailableException, so its breaker does not count them) and are
@@ -202,9 +202,20 @@ def start_alert_scenarios(eng: Engine, kinds: list[str], start_us: int) -> int:
 
 
 def follow_up(eng: Engine, at_us: int) -> None:
-    """After a remediation: the stalled queue's reader commits what piled up; then a snapshot."""
-    for q in eng.sb_queues:
-        if q.name == STALLED_QUEUE:
-            for i, m in enumerate(sorted(q.inqueue.values(), key=lambda m: m.queuing_order)):
-                eng.emit_sb(at_us + i * 1_000_000, m, "C", None, "ProcessStalled:spid61")
-    eng.snapshot(at_us + 5 * MINUTE_US)
+    """After a remediation: the conversations with a failed message were ended (by `apply`, which
+    records that in its own ledger) and the readers are back: every other Service Broker message
+    still queued commits (the stalled queue's first); JMS queues were drained. Then a snapshot."""
+    t = at_us
+    for q in sorted(eng.sb_queues, key=lambda q: q.name != STALLED_QUEUE):
+        for m in sorted(q.inqueue.values(), key=lambda m: m.queuing_order):
+            if (m.handle, m.seq) not in q.inqueue:
+                continue  # ended with an earlier message of its conversation
+            if any(other.failures for other in m.conversation):
+                for other in m.conversation:
+                    q.inqueue.pop((other.handle, other.seq), None)
+                continue
+            eng.emit_sb(t, m, "C", None, f"{q.activation_procedure}:spid61")
+            t += 1_000_000
+    for jq in eng.jms_queues:
+        jq.inqueue.clear()
+    eng.snapshot(t + 5 * MINUTE_US)
