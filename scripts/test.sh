@@ -64,7 +64,7 @@ step check poisonwatch check
 # Issue 18 on the same store: the backtest prints a recommendation per queue; the alerts are
 # raised (exit 2: critical); after a remediation and a later snapshot the spike and the stalled
 # queue have resolved (exit 0 for those kinds).
-step backtest poisonwatch backtest
+step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
 step alerts-raised expect_exit 2 poisonwatch alerts
 step apply poisonwatch apply --yes
 step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" --attempts "$ATTEMPTS" \

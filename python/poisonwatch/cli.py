@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from poisonwatch import textsafe
 from poisonwatch.config import PoisonwatchError
 
 err = Console(stderr=True)
@@ -31,8 +32,18 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def _cmd_backtest(args: argparse.Namespace) -> int:
     from poisonwatch.backtest import print_backtest, run_backtest
 
-    result = run_backtest(args.target, [Path(p) for p in args.candidates])
+    result = run_backtest(
+        args.target,
+        [Path(p) for p in args.candidates],
+        labels=Path(args.labels) if args.labels else None,
+    )
     print_backtest(result)
+    if result.label_problems is not None:
+        for problem in result.label_problems:
+            err.print(f"[red]labels: {textsafe.terminal(problem)}[/red]")
+        if result.label_problems:
+            return 1
+        err.print("labels: the backtest agrees with poison_messages and the labels")
     return 0
 
 
@@ -260,6 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="CSV with the columns of seeds/candidate_policies.csv or of "
         "seeds/candidate_consumer_policies.csv, instead of that seed (until the next build); "
         "at most one of each",
+    )
+    p.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="also check against a generator's labels.jsonl (exit 1 on a disagreement)",
     )
     p.set_defaults(func=_cmd_backtest)
 

@@ -31,6 +31,7 @@ class BacktestResult:
     policies: list[dict[str, Any]] = field(default_factory=list)
     breakers: list[dict[str, Any]] = field(default_factory=list)
     in_force: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    label_problems: list[str] | None = None
 
 
 def _rows(engine: Any, statement: str) -> list[dict[str, Any]]:
@@ -39,10 +40,14 @@ def _rows(engine: Any, statement: str) -> list[dict[str, Any]]:
 
 
 def run_backtest(
-    target: str | None = None, candidate_files: list[Path] | None = None
+    target: str | None = None,
+    candidate_files: list[Path] | None = None,
+    labels: Path | None = None,
 ) -> BacktestResult:
     """Load the candidates (a file replaces its seed until the next `dbt seed` / build), build
-    the backtest marts with dbt and read them."""
+    the backtest marts with dbt and read them; with `labels`, check them against a generator's
+    ground truth (backtest/labels.py)."""
+    from poisonwatch.backtest.labels import check_against_labels
     from poisonwatch.warehouse.dbtrun import run_dbt
     from poisonwatch.warehouse.engine import connect
 
@@ -73,6 +78,8 @@ def run_backtest(
         )
         for row in _rows(engine, "select * from `poisonwatch_intermediate`.`int_queue_policies`"):
             result.in_force[(row["broker_kind"], row["queue_name"])] = row
+        if labels is not None:
+            result.label_problems = check_against_labels(engine, labels)
     return result
 
 
