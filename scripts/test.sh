@@ -70,8 +70,7 @@ step apply poisonwatch apply --yes
 step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" --attempts "$ATTEMPTS" \
     --alert-scenario all --follow-up
 step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
-step dbt-build-follow-up dbt build --profiles-dir "$ROOT" --project-dir "$ROOT" \
-    --exclude "test_type:unit"
+step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
 step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike --kind queue_stalled
 
 echo "poisonwatch tests finished in ${SECONDS} s${failed:+; failed steps: ${failed[*]}}"
