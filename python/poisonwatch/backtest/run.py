@@ -156,7 +156,8 @@ def print_backtest(result: BacktestResult, console: Console | None = None) -> No
             box=box.SIMPLE_HEAD,
             title_justify="left",
         )
-        table.add_column("candidate", overflow="fold", max_width=28)
+        # "* " and the longest shipped name (26); the seven columns stay within 80
+        table.add_column("candidate", overflow="fold", min_width=28, max_width=28)
         for name in ("caught", "false", "missed", "waste", "p95", "disab."):
             table.add_column(name, justify="right")
         for row in rows:
