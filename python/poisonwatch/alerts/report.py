@@ -8,7 +8,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -94,27 +93,26 @@ def _subject(alert: dict[str, Any]) -> str:
 
 
 def print_alerts(alerts: list[dict[str, Any]], console: Console | None = None) -> None:
-    """A table that fits 80 columns (message texts made inert)."""
+    """One entry per alert within 80 columns: severity, kind, subject, status and since, then
+    the detail wrapped under it (texts made inert)."""
     console = console or Console(width=80)
     if not alerts:
         console.print("no alerts")
         return
-    table = Table(box=box.SIMPLE_HEAD)
-    table.add_column("sev", max_width=4)
-    table.add_column("kind", overflow="fold", max_width=18)
-    table.add_column("subject", overflow="fold", max_width=18)
-    table.add_column("status", max_width=8)
-    table.add_column("detail", overflow="fold")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=4, no_wrap=True)
+    grid.add_column(overflow="fold")
     for a in alerts:
-        since = a["first_seen_at"].strftime("%m-%d %H:%M") if a["first_seen_at"] else "?"
-        table.add_row(
-            "CRIT" if a["severity"] == "critical" else "WARN",
-            a["alert_kind"],
-            textsafe.terminal(_subject(a)),
-            a["status"],
-            textsafe.terminal(f"since {since}: {a['detail']}", limit=160),
+        since = a["first_seen_at"].strftime("%Y-%m-%d %H:%M") if a["first_seen_at"] else "?"
+        head = (
+            f"[bold]{a['alert_kind']}[/bold] {textsafe.terminal(_subject(a))} "
+            f"({a['status']} since {since})"
         )
-    console.print(table)
+        grid.add_row(
+            "CRIT" if a["severity"] == "critical" else "WARN",
+            head + "\n" + textsafe.terminal(a["detail"], limit=240),
+        )
+    console.print(grid)
 
 
 def run_alerts(
