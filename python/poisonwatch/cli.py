@@ -134,6 +134,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         attempts=args.attempts,
         target=args.target,
         report=Path(args.report) if args.report else None,
+        alert_scenarios=args.alert_scenario,
     )
     return 0 if run.ok else 1
 
@@ -365,6 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="where to write the report (default: poisonwatch-report.html in the store)",
+    )
+    p.add_argument(
+        "--alert-scenario",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="passed to generate: raise this alert kind after the regular traffic (or all)",
     )
     p.set_defaults(func=_cmd_demo)
 
