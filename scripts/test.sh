@@ -34,6 +34,15 @@ step() {
     fi
 }
 
+# Runs a command and passes when it exits with the given code (monitoring-plugin exit codes).
+expect_exit() {
+    local want=$1
+    shift
+    "$@"
+    local got=$?
+    [ "$got" -eq "$want" ] || { echo "expected exit code $want, got $got"; return 1; }
+}
+
 step ruff ruff check python
 step ruff-format ruff format --check python
 step sqlfluff sqlfluff lint models analyses --processes 1
@@ -43,9 +52,10 @@ step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster
 # agreement → plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen
 # is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
 # most 40 lines). Then the report it wrote is opened in headless Chromium, offline.
+# The workload includes the alert scenarios (after its regular traffic; issue 18).
 step demo python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
     poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
-    --report "$WORK/report.html"
+    --alert-scenario all --report "$WORK/report.html"
 step report-browser python python/tests/browser.py "$WORK/report.html" \
     --screenshot "$WORK/report.png"
 # The incremental models render their `is_incremental()` branch now that their tables exist:
@@ -54,6 +64,17 @@ step sqlfluff-built sqlfluff lint models/intermediate --processes 1
 step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" --target-path "$WORK/dbt-docs"
 step verify poisonwatch verify "$WORK/landing/labels.jsonl"
 step check poisonwatch check
+# Issue 18 on the demo's store (its workload has the alert scenarios; the demo applied the
+# remediation): the backtest prints a recommendation per queue and agrees with the labels; the
+# alerts are raised (exit 2: critical); after a later snapshot (the follow-up) the spike and the
+# stalled queues have resolved (exit 0 for those kinds).
+step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
+step alerts-raised expect_exit 2 poisonwatch alerts
+step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" --attempts "$ATTEMPTS" \
+    --alert-scenario all --follow-up
+step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
+step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
+step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike --kind queue_stalled
 
 echo "poisonwatch tests finished in ${SECONDS} s${failed:+; failed steps: ${failed[*]}}"
 echo "steps: $passed passed, ${#failed[@]} failed"

@@ -127,47 +127,27 @@ with_policy as (
 verdicts as (
     select
         with_policy.*,
-        case
-            when with_policy.is_last_attempt_success then 'succeeded_after_failures'
-            when
-                with_policy.validation_failure_count > 0
-                and coalesce(with_policy.validation_is_poison, false)
-                then 'invalid_content'
-            when
-                with_policy.permanent_error_threshold is not null
-                and with_policy.permanent_failure_count >= with_policy.permanent_error_threshold
-                then 'permanent_error'
-            when with_policy.is_disposable_type then 'disposable'
-            when
-                with_policy.broker_kind = 'service_broker'
-                and with_policy.failure_count > with_policy.policy_failure_threshold
-                then 'threshold_exceeded'
-            when
-                with_policy.broker_kind = 'jms'
-                and with_policy.delivery_count >= with_policy.max_delivery_attempts
-                then 'max_deliveries'
-            when
-                with_policy.broker_kind = 'service_broker'
-                and with_policy.failure_count = with_policy.policy_failure_threshold
-                then 'at_threshold'
-            when
-                with_policy.broker_kind = 'jms'
-                and with_policy.delivery_count = with_policy.max_delivery_attempts - 1
-                then 'at_threshold'
-            else 'below_threshold'
-        end as reason
+        {{ poison_reason(
+            broker_kind='with_policy.broker_kind',
+            is_last_attempt_success='with_policy.is_last_attempt_success',
+            failure_count='with_policy.failure_count',
+            validation_failure_count='with_policy.validation_failure_count',
+            permanent_failure_count='with_policy.permanent_failure_count',
+            delivery_count='with_policy.delivery_count',
+            is_disposable_type='with_policy.is_disposable_type',
+            failure_threshold='with_policy.policy_failure_threshold',
+            max_delivery_attempts='with_policy.max_delivery_attempts',
+            permanent_error_threshold='with_policy.permanent_error_threshold',
+            validation_is_poison='with_policy.validation_is_poison',
+        ) }} as reason
     from with_policy
 )
 
-{# The ladder is written once, as the reason; the classification follows from it. #}
+{# The ladder is written once (macros/policy/poison_reason.sql, shared with the backtest),
+   as the reason; the classification follows from it. #}
 select
     verdicts.*,
-    case verdicts.reason
-        when 'succeeded_after_failures' then 'recovered'
-        when 'at_threshold' then 'suspect'
-        when 'below_threshold' then 'retrying'
-        else 'poison'
-    end as classification,
+    {{ poison_classification('verdicts.reason') }} as classification,
     case
         when verdicts.broker_kind = 'jms' then verdicts.max_delivery_attempts
         when verdicts.reason = 'permanent_error' then verdicts.permanent_error_threshold

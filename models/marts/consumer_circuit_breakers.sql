@@ -62,12 +62,16 @@ server_reports as (
     select
         server_runs.*,
         consumer_policies.max_consecutive_failures,
-        cast(floor(consumer_policies.max_consecutive_failures / 3) as int) as same_type_threshold,
+        {{ breaker_same_type_threshold('consumer_policies.max_consecutive_failures') }}
+            as same_type_threshold,
         server_runs.longest_same_type_run
-        >= cast(floor(consumer_policies.max_consecutive_failures / 3) as int)
+        >= {{ breaker_same_type_threshold('consumer_policies.max_consecutive_failures') }}
             as is_same_type_report,
-        server_runs.longest_any_type_run
-        >= consumer_policies.max_consecutive_failures as is_any_type_report
+        {{ breaker_server_reports(
+            'server_runs.longest_same_type_run',
+            'server_runs.longest_any_type_run',
+            'consumer_policies.max_consecutive_failures',
+        ) }} as is_report
     from server_runs
     inner join consumer_policies
         on server_runs.consumer_id = consumer_policies.consumer_id
@@ -79,10 +83,10 @@ per_consumer as (
         max(longest_same_type_run) as longest_same_type_run,
         max(longest_any_type_run) as longest_any_type_run,
         max_by(same_type_exception_class, longest_same_type_run) as same_type_exception_class,
-        count_if(is_same_type_report or is_any_type_report) as reporting_server_count,
+        count_if(is_report) as reporting_server_count,
         count_if(is_same_type_report) as same_type_reporting_server_count,
         array_join(array_sort(collect_set(
-            case when is_same_type_report or is_any_type_report then server_name end
+            case when is_report then server_name end
         )), ',') as reporting_servers
     from server_reports
     group by consumer_id
@@ -91,7 +95,8 @@ per_consumer as (
 self_tripped as (
     select
         consumer_policies.*,
-        cast(floor(consumer_policies.max_consecutive_failures / 3) as int) as same_type_threshold,
+        {{ breaker_same_type_threshold('consumer_policies.max_consecutive_failures') }}
+            as same_type_threshold,
         coalesce(per_consumer.longest_same_type_run, 0) as longest_same_type_run,
         coalesce(per_consumer.longest_any_type_run, 0) as longest_any_type_run,
         case
@@ -102,7 +107,7 @@ self_tripped as (
             as same_type_reporting_server_count,
         nullif(per_consumer.reporting_servers, '') as reporting_servers,
         coalesce(per_consumer.reporting_server_count, 0)
-        >= case when consumer_policies.breaker_mode = 'MANY' then 2 else 1 end
+        >= {{ breaker_reports_needed('consumer_policies.breaker_mode') }}
             as is_self_tripped
     from consumer_policies
     left join per_consumer

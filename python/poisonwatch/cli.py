@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from poisonwatch import textsafe
 from poisonwatch.config import PoisonwatchError
 from poisonwatch.textsafe import terminal
 
@@ -18,10 +19,46 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from poisonwatch.generate import generate, print_summary
 
     summary = generate(
-        Path(args.out), seed=args.seed, attempts=args.attempts, chunk_records=args.chunk_records
+        Path(args.out),
+        seed=args.seed,
+        attempts=args.attempts,
+        chunk_records=args.chunk_records,
+        alert_scenarios=args.alert_scenario,
+        follow_up=args.follow_up,
     )
     print_summary(summary)
     return 0
+
+
+def _cmd_backtest(args: argparse.Namespace) -> int:
+    from poisonwatch.backtest import print_backtest, run_backtest
+
+    result = run_backtest(
+        args.target,
+        [Path(p) for p in args.candidates],
+        labels=Path(args.labels) if args.labels else None,
+    )
+    print_backtest(result)
+    if result.label_problems is not None:
+        for problem in result.label_problems:
+            err.print(f"[red]labels: {textsafe.terminal(problem)}[/red]")
+        if result.label_problems:
+            return 1
+        err.print("labels: the backtest agrees with poison_messages and the labels")
+    return 0
+
+
+def _cmd_alerts(args: argparse.Namespace) -> int:
+    from poisonwatch.alerts import run_alerts
+
+    return run_alerts(
+        args.target,
+        since=args.since,
+        fmt=args.format,
+        webhook=args.webhook,
+        kinds=args.kind,
+        include_resolved=args.include_resolved,
+    )
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -98,6 +135,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         attempts=args.attempts,
         target=args.target,
         report=Path(args.report) if args.report else None,
+        alert_scenarios=args.alert_scenario,
     )
     return 0 if run.ok else 1
 
@@ -212,7 +250,57 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="records per file (default: about attempts / 8, between 50 and 1,000,000)",
     )
+    p.add_argument(
+        "--alert-scenario",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="after the regular traffic, raise this alert kind (dlq_arrival_spike, "
+        "queue_stalled, queue_disable_imminent, breaker_tripped_still_receiving, "
+        "new_failure_group, or all); repeatable",
+    )
+    p.add_argument(
+        "--follow-up",
+        action="store_true",
+        help="write only what follows a remediation of the same workload (same --seed, "
+        "--attempts and --alert-scenario): the stalled queue drained, a later snapshot",
+    )
     p.set_defaults(func=_cmd_generate)
+
+    p = sub.add_parser(
+        "backtest",
+        help="replay history under candidate policies; recommend one per queue",
+        epilog="example: poisonwatch backtest --candidates my_candidates.csv",
+    )
+    p.add_argument(
+        "--candidates",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="CSV with the columns of seeds/candidate_policies.csv or of "
+        "seeds/candidate_consumer_policies.csv, instead of that seed (until the next build); "
+        "at most one of each",
+    )
+    p.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="also check against a generator's labels.jsonl (exit 1 on a disagreement)",
+    )
+    p.set_defaults(func=_cmd_backtest)
+
+    p = sub.add_parser(
+        "alerts",
+        help="open alerts; exit 0 none, 1 warning, 2 critical (monitoring plugins)",
+        epilog="example: poisonwatch alerts --since 2h --format json --webhook http://hook",
+    )
+    p.add_argument("--since", help="only alerts seen within this long (30m, 2h, 7d)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--webhook", metavar="URL", help="POST each new open alert once, as JSON")
+    p.add_argument("--kind", action="append", default=[], help="only this alert kind (repeatable)")
+    p.add_argument(
+        "--include-resolved", action="store_true", help="print recently resolved alerts too"
+    )
+    p.set_defaults(func=_cmd_alerts)
 
     p = sub.add_parser(
         "ingest",
@@ -286,6 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="FILE",
         help="where to write the report (default: poisonwatch-report.html in the store)",
+    )
+    p.add_argument(
+        "--alert-scenario",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="passed to generate: raise this alert kind after the regular traffic (or all)",
     )
     p.set_defaults(func=_cmd_demo)
 

@@ -115,8 +115,10 @@ def run_demo(
     attempts: int = 20_000,
     target: str | None = None,
     report: Path | None = None,
+    alert_scenarios: list[str] | None = None,
 ) -> DemoRun:
-    """Run the whole loop on generated data and print what it found, did and left."""
+    """Run the whole loop on generated data and print what it found, did and left;
+    `alert_scenarios` go to the generator (`generate --alert-scenario`)."""
     from poisonwatch.generate import generate
     from poisonwatch.ingest import ingest
     from poisonwatch.quality import compare_labels
@@ -130,7 +132,9 @@ def run_demo(
     if not (landing / "labels.jsonl").is_file():
         _step(
             "generate",
-            lambda: generate(landing, seed=seed, attempts=attempts),
+            lambda: generate(
+                landing, seed=seed, attempts=attempts, alert_scenarios=alert_scenarios
+            ),
             lambda s: f"{s.attempts_written:,} attempts in {len(s.files)} files",
         )
     else:

@@ -3,6 +3,8 @@ the simulation of `state.Engine` and prints its summary."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +51,7 @@ from poisonwatch.generate.state import (
     Actor,
     Engine,
     GenerateSummary,
+    Writers,
     rr,
 )
 
@@ -254,7 +257,12 @@ def arrivals(eng: Engine, budget: int, span_us: int) -> Iterator[tuple[Any, ...]
 
 
 def generate(
-    out: Path, seed: int = 42, attempts: int = 20_000, chunk_records: int | None = None
+    out: Path,
+    seed: int = 42,
+    attempts: int = 20_000,
+    chunk_records: int | None = None,
+    alert_scenarios: list[str] | None = None,
+    follow_up: bool = False,
 ) -> GenerateSummary:
     """Write a landing folder under `out` (one sub-folder per dataset) plus `out/labels.jsonl`.
 
@@ -262,13 +270,23 @@ def generate(
     receive-attempt records (Service Broker + JMS); the seeds' own scenarios are always included.
     `chunk_records` caps the records per file (default: about an eighth of `attempts`, between
     50 and 1,000,000); it changes how records are split into files, never the records.
+    `alert_scenarios` (names of generate.alert_scenarios, or `all`) adds, after the regular
+    traffic, the scenarios that raise those alerts. `follow_up` replays the same workload
+    without writing it and writes only what comes after a remediation (a later snapshot, the
+    stalled queue drained) plus the same labels.
     """
     if chunk_records is not None and chunk_records < 1:
         raise ValueError("chunk_records must be a positive number")
+    from poisonwatch.generate import alert_scenarios as alerting
     from poisonwatch.generate.scenarios import fixed_scenarios
 
+    kinds = alerting.check_kinds(alert_scenarios or [])
     started = time.monotonic()
     out = Path(out)
+    final_out = out
+    if follow_up:
+        replay = tempfile.TemporaryDirectory(prefix="poisonwatch-follow-up-")
+        out = Path(replay.name)
     out.mkdir(parents=True, exist_ok=True)
     for name in DATASET_NAMES:
         folder = out / name
@@ -291,9 +309,29 @@ def generate(
     with _Progress(attempts) as update:
         eng.progress = update
         eng.run()
+        if kinds:
+            # after the regular traffic: its records do not change with the flag
+            alerting.alert_world(eng, kinds)
+            alerting.start_alert_scenarios(eng, kinds, alerting.next_hour(eng.clock, 5))
+            eng.run()
         update(eng.emitted)
     eng.finish()
     files = eng.w.close()
+    if follow_up:
+        replayed_labels = out / "labels.jsonl"
+        out = final_out
+        out.mkdir(parents=True, exist_ok=True)
+        for name in DATASET_NAMES:
+            folder = out / name
+            if folder.exists():
+                for f in sorted(folder.iterdir()):
+                    if f.is_file():
+                        f.unlink()
+        eng.w = Writers(out, 1000)
+        alerting.follow_up(eng, alerting.next_hour(eng.clock, 30))
+        files = eng.w.close()
+        shutil.copyfile(replayed_labels, out / "labels.jsonl")
+        replay.cleanup()
     summary = GenerateSummary(out=out, seed=seed, attempts_requested=attempts)
     for dataset in DATASET_NAMES:
         total = 0

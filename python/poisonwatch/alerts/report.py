@@ -1,0 +1,149 @@
+"""Read the `alerts` mart, print it as a table or JSON lines, and give the exit code."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from poisonwatch import textsafe
+from poisonwatch.config import PoisonwatchError, home
+
+MART_DATABASE = "poisonwatch"
+ALERT_KINDS = (
+    "dlq_arrival_spike",
+    "queue_disabled",
+    "queue_disable_imminent",
+    "queue_stalled",
+    "breaker_tripped_still_receiving",
+    "new_failure_group",
+)
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90s', '30m', '2h', '7d' (or a sum like '1h30m') as a timedelta."""
+    parts = re.findall(r"(\d+)\s*([smhd])", text.strip().lower())
+    if not parts or re.sub(r"\s*\d+\s*[smhd]\s*", "", text.strip().lower()):
+        raise PoisonwatchError(f"--since: {text!r} is not a duration like 30m, 2h or 7d")
+    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in parts))
+
+
+def load_alerts(
+    engine: Any, since: timedelta | None = None, kinds: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every row of the mart (open and recently resolved), newest first; `since` keeps those
+    seen within that long before the mart's clock (`evaluated_at`)."""
+    if not engine.table_exists(MART_DATABASE, "alerts"):
+        raise PoisonwatchError("the mart poisonwatch.alerts does not exist yet: run `dbt build`")
+    for kind in kinds or []:
+        if kind not in ALERT_KINDS:
+            raise PoisonwatchError(f"--kind: {kind!r} is not one of {', '.join(ALERT_KINDS)}")
+    columns, rows = engine.query(
+        f"select * from `{MART_DATABASE}`.`alerts` order by last_seen_at desc, alert_id"
+    )
+    alerts = [dict(zip(columns, row, strict=True)) for row in rows]
+    if kinds:
+        alerts = [a for a in alerts if a["alert_kind"] in kinds]
+    if since is not None:
+        alerts = [
+            a
+            for a in alerts
+            if isinstance(a["last_seen_at"], datetime)
+            and a["last_seen_at"] >= a["evaluated_at"] - since
+        ]
+    return alerts
+
+
+def exit_code(alerts: list[dict[str, Any]]) -> int:
+    """Monitoring-plugin convention over open alerts: 2 critical, 1 warning, 0 none."""
+    severities = {a["severity"] for a in alerts if a["status"] == "open"}
+    if "critical" in severities:
+        return 2
+    if "warning" in severities:
+        return 1
+    return 0
+
+
+def json_lines(alerts: list[dict[str, Any]]) -> list[str]:
+    """One JSON object per alert (times as ISO-8601 text)."""
+    return [
+        json.dumps(
+            {k: v.isoformat() if isinstance(v, datetime) else v for k, v in a.items()},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        for a in alerts
+    ]
+
+
+def _subject(alert: dict[str, Any]) -> str:
+    if alert.get("consumer_id"):
+        return str(alert["consumer_id"])
+    if alert.get("queue_name"):
+        return str(alert["queue_name"])
+    if alert.get("failure_group_id"):
+        return f"group {str(alert['failure_group_id'])[:10]}"
+    return "-"
+
+
+def print_alerts(alerts: list[dict[str, Any]], console: Console | None = None) -> None:
+    """One entry per alert within 80 columns: severity, kind, subject, status and since, then
+    the detail wrapped under it (texts made inert)."""
+    console = console or Console(width=80)
+    if not alerts:
+        console.print("no alerts")
+        return
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=4, no_wrap=True)
+    grid.add_column(overflow="fold")
+    for a in alerts:
+        since = a["first_seen_at"].strftime("%Y-%m-%d %H:%M") if a["first_seen_at"] else "?"
+        head = (
+            f"[bold]{a['alert_kind']}[/bold] {textsafe.terminal(_subject(a))} "
+            f"({a['status']} since {since})"
+        )
+        grid.add_row(
+            "CRIT" if a["severity"] == "critical" else "WARN",
+            head + "\n" + textsafe.terminal(a["detail"], limit=240),
+        )
+    console.print(grid)
+
+
+def run_alerts(
+    target: str | None = None,
+    since: str | None = None,
+    fmt: str = "table",
+    webhook: str | None = None,
+    kinds: list[str] | None = None,
+    include_resolved: bool = False,
+) -> int:
+    """`poisonwatch alerts`: print, post new ones, return the exit code (0/1/2)."""
+    from poisonwatch.alerts.webhook import post_new_alerts
+    from poisonwatch.warehouse.engine import connect
+
+    window = parse_duration(since) if since else None
+    with connect(target) as engine:
+        alerts = load_alerts(engine, window, kinds)
+    shown = alerts if include_resolved else [a for a in alerts if a["status"] == "open"]
+    if fmt == "json":
+        for line in json_lines(shown):
+            print(line)
+    else:
+        print_alerts(shown)
+    if webhook:
+        posted, errors = post_new_alerts(
+            json.loads("[" + ",".join(json_lines(alerts)) + "]"),
+            webhook,
+            Path(home()) / "alerts" / "webhook_posted.jsonl",
+        )
+        err = Console(stderr=True)
+        err.print(f"webhook: {len(posted)} new alert(s) posted")
+        for message in errors:
+            err.print(f"[red]webhook: {textsafe.terminal(message)}[/red]")
+    return exit_code(alerts)

@@ -1,0 +1,120 @@
+"""`poisonwatch alerts` without Spark: the exit code convention, JSON lines, --since parsing,
+and --webhook against a real HTTP server started here on 127.0.0.1 (a free port): each new open
+alert is posted once, again only under a new id (resolved and fired anew), and a refused post is
+retried on the next run. The mart itself is exercised by dbt unit tests (alerts_at_each_threshold)
+and by the alerts steps of scripts/test.sh."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from poisonwatch.alerts import exit_code, json_lines, parse_duration, post_new_alerts
+from poisonwatch.config import PoisonwatchError
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    received: ClassVar[list[dict[str, Any]]] = []
+    refuse_next = 0
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if _Receiver.refuse_next:
+            _Receiver.refuse_next -= 1
+            self.send_response(503)
+            self.end_headers()
+            return
+        _Receiver.received.append(json.loads(body))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def server() -> Iterator[str]:
+    _Receiver.received = []
+    _Receiver.refuse_next = 0
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/hook"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+def _alert(alert_id: str, status: str = "open", severity: str = "critical") -> dict[str, Any]:
+    at = datetime(2026, 3, 1, 3, 30)
+    return {
+        "alert_id": alert_id,
+        "alert_kind": "queue_stalled",
+        "severity": severity,
+        "queue_name": "StalledQueue",
+        "status": status,
+        "first_seen_at": at,
+        "last_seen_at": at,
+        "evaluated_at": at,
+        "detail": "9 messages\x1b[31m",
+    }
+
+
+def test_each_new_alert_is_posted_once(server: str, tmp_path: Path) -> None:
+    ledger = tmp_path / "posted.jsonl"
+    alerts = [_alert("a1"), _alert("a2", severity="warning"), _alert("r1", status="resolved")]
+    posted, errors = post_new_alerts(alerts, server, ledger)
+    assert (posted, errors) == (["a1", "a2"], [])
+    assert [a["alert_id"] for a in _Receiver.received] == ["a1", "a2"]
+    assert _Receiver.received[0]["detail"] == "9 messages\x1b[31m"  # data, escaped by JSON
+    # a second run with the same alerts posts nothing
+    assert post_new_alerts(alerts, server, ledger) == ([], [])
+    # the alert resolved and fired anew: a new id, posted again
+    again = [_alert("a1", status="resolved"), _alert("a1-again")]
+    assert post_new_alerts(again, server, ledger) == (["a1-again"], [])
+    assert len(_Receiver.received) == 3
+
+
+def test_a_refused_post_is_retried_next_run(server: str, tmp_path: Path) -> None:
+    ledger = tmp_path / "posted.jsonl"
+    _Receiver.refuse_next = 1
+    posted, errors = post_new_alerts([_alert("b1")], server, ledger)
+    assert posted == [] and len(errors) == 1 and "503" in errors[0]
+    assert post_new_alerts([_alert("b1")], server, ledger) == (["b1"], [])
+
+
+def test_webhook_url_must_be_http(tmp_path: Path) -> None:
+    with pytest.raises(PoisonwatchError, match="http:// or https://"):
+        post_new_alerts([_alert("c1")], "file:///etc/passwd", tmp_path / "l.jsonl")
+
+
+def test_exit_code_follows_the_monitoring_plugin_convention() -> None:
+    assert exit_code([]) == 0
+    assert exit_code([_alert("x", status="resolved")]) == 0
+    assert exit_code([_alert("x", severity="warning")]) == 1
+    assert exit_code([_alert("x", severity="warning"), _alert("y")]) == 2
+
+
+def test_json_lines_one_object_per_line() -> None:
+    lines = json_lines([_alert("a1"), _alert("a2")])
+    assert len(lines) == 2
+    assert [json.loads(x)["alert_id"] for x in lines] == ["a1", "a2"]
+    assert json.loads(lines[0])["first_seen_at"] == "2026-03-01T03:30:00"
+
+
+def test_since_durations() -> None:
+    assert parse_duration("90m") == timedelta(minutes=90)
+    assert parse_duration("1h30m") == timedelta(minutes=90)
+    assert parse_duration("7d") == timedelta(days=7)
+    for bad in ("", "soon", "5", "2w"):
+        with pytest.raises(PoisonwatchError, match="--since"):
+            parse_duration(bad)

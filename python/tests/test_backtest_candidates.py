@@ -1,0 +1,81 @@
+"""`poisonwatch backtest --candidates FILE`: a candidate file is validated before any SQL is made
+(errors name the file, line and field), the project's own candidate seeds pass, and the SQL made
+from a file holds only quoted literals. The marts are exercised by dbt unit tests
+(backtest_decides_where_the_live_ladder_would, backtest_breaker_trips_where_the_live_fuse_would)
+and by the backtest step of scripts/test.sh."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from poisonwatch.backtest import BREAKER_COLUMNS, POLICY_COLUMNS, load_candidates
+from poisonwatch.backtest.candidates import insert_statement
+from poisonwatch.backtest.run import policy_change
+from poisonwatch.config import PoisonwatchError, project_root
+
+HEADER = ",".join(POLICY_COLUMNS)
+
+
+def _file(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "candidates.csv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_the_project_seeds_are_valid_candidate_files() -> None:
+    kind, rows = load_candidates(project_root() / "seeds" / "candidate_policies.csv")
+    assert kind == "policy" and {r["candidate_name"] for r in rows} >= {"first_failure"}
+    kind, rows = load_candidates(project_root() / "seeds" / "candidate_consumer_policies.csv")
+    assert kind == "breaker" and list(rows[0]) == list(BREAKER_COLUMNS)
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("t7,t7,service_broker,*,seven,,1,true,,,,,,,", "line 2, field failure_threshold"),
+        ("t7,t7,rabbitmq,*,7,,1,true,,,,,,,", "line 2, field broker_kind"),
+        ("t7,t7,service_broker,*,7,,1,maybe,,,,,,,", "line 2, field validation_is_poison"),
+        ("current,c,service_broker,*,7,,1,true,,,,,,,", "`current` is reserved"),
+        ("t7,t7,service_broker,*,-1,,1,true,,,,,,,", "line 2, field failure_threshold"),
+        ("t7,t7,service_broker,*,7", "5 fields"),
+    ],
+)
+def test_bad_values_name_file_line_and_field(tmp_path: Path, line: str, message: str) -> None:
+    path = _file(tmp_path, HEADER, line)
+    with pytest.raises(PoisonwatchError, match=message) as info:
+        load_candidates(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_wrong_header_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(PoisonwatchError, match="line 1: the header"):
+        load_candidates(_file(tmp_path, "name,threshold", "a,1"))
+
+
+def test_sql_from_a_file_is_quoted_literals(tmp_path: Path) -> None:
+    hostile = "Q'); drop table x; --\\"
+    path = _file(tmp_path, HEADER, f'"t7",t7,service_broker,"{hostile}",7,,,false,,,,,,,')
+    kind, rows = load_candidates(path)
+    sql = insert_statement("`poisonwatch_policy`.`candidate_policies`", kind, rows)
+    assert "'Q\\'); drop table x; --\\\\'" in sql
+    assert "cast(7 as int)" in sql and "cast(null as int)" in sql
+
+
+def test_the_change_names_the_queue_and_settings() -> None:
+    best = {
+        "candidate_name": "sb_threshold_5",
+        "broker_kind": "service_broker",
+        "queue_name": "ExpenseQueue",
+        "failure_threshold": 5,
+        "max_delivery_attempts": 10,
+        "permanent_error_threshold": 1,
+        "validation_is_poison": True,
+    }
+    in_force = dict(
+        best, candidate_name="current", failure_threshold=3, policy_name="service_broker_default"
+    )
+    change = policy_change(best, in_force)
+    assert "service_broker/ExpenseQueue" in change and "failure_threshold 5" in change
+    assert "keep" in policy_change(dict(best, failure_threshold=3), in_force)
