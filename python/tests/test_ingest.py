@@ -616,7 +616,7 @@ def test_a_run_killed_before_its_ledger_is_undone_by_the_next(
         raise KeyboardInterrupt("killed before the ledger")
 
     with monkeypatch.context() as mp:
-        mp.setattr(ingest, "_write_ledger", crash)
+        mp.setattr(ingest.loader, "_write_ledger", crash)
         with pytest.raises(KeyboardInterrupt):
             ingest.ingest(engine, tmp_path)
     # the data of the killed run is there, but no ledger row: it is not committed
