@@ -473,7 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--note", default=None, help="why, for the record")
     p.set_defaults(func=_cmd_replay)
 
-    p = sub.add_parser("store", help="repair the embedded store (metastore + warehouse folder)")
+    p = sub.add_parser(
+        "store",
+        help="repair the embedded store (metastore + warehouse folder)",
+        epilog="example: poisonwatch store rebuild   (after a lost metastore_db)",
+    )
     p.add_argument("action", choices=("rebuild",), help="rebuild: fresh store from raw + ops")
     p.add_argument("--no-build", action="store_true", help="skip the dbt build afterwards")
     p.set_defaults(func=_cmd_store)
