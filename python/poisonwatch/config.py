@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,14 @@ def _derby_in_use(store: Path) -> bool:
     return False
 
 
+def _own_spark_running() -> bool:
+    """True when this Python process has a live SparkContext (its gateway JVM is our child)."""
+    pyspark = sys.modules.get("pyspark")
+    if pyspark is None:
+        return False
+    return pyspark.SparkContext._active_spark_context is not None
+
+
 def take_file_lock(path: Path, holder: str) -> tuple[Any, str]:
     """Take an exclusive, non-blocking `flock` on `path` and write `holder` into the file.
 
@@ -211,10 +220,12 @@ def acquire_store_lock() -> None:
             "metastore, allows one process at a time: wait for it to finish and run this again."
         )
     # A command that has just ended may still be shutting its JVM down: give it a moment.
+    # When this process already runs a Spark JVM (an in-process `dbt` run opened the session),
+    # Derby's lock is that JVM's: the session we are about to open is the same one.
     deadline = time.monotonic() + 20
-    while _derby_in_use(store) and time.monotonic() < deadline:
+    while _derby_in_use(store) and not _own_spark_running() and time.monotonic() < deadline:
         time.sleep(0.5)
-    if _derby_in_use(store):
+    if _derby_in_use(store) and not _own_spark_running():
         release_file_lock(fh)
         raise StoreBusyError(
             f"The metastore at {store}/metastore_db is open in another process (a `dbt` command, "
