@@ -17,19 +17,6 @@ select
     properties,
     cast(dead_lettered_at as timestamp) as dead_lettered_at,
     run_id,
-    upper(trim(conversation_handle)) as conversation_handle,
-    case
-        when broker_kind = 'jms'
-            then
-                {{ message_key('jms', {'queue_name': 'coalesce(orig_queue, queue_name)'}) }}
-        else
-            {{ message_key(
-                'service_broker',
-                {
-                    'conversation_handle': 'upper(trim(conversation_handle))',
-                    'message_sequence_number': 'cast(message_sequence_number as bigint)',
-                }
-            ) }}
-    end as message_key
+    {{ ledger_message_key(jms_queue_name='coalesce(orig_queue, queue_name)') }}
 from {{ source('ops', 'dead_letter_queue') }} as effects
 {{ committed_effects_filter('effects', source('ops', 'action_log')) }}

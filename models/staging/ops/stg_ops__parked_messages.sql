@@ -11,18 +11,6 @@ select
     cast(parked_at as timestamp) as parked_at,
     cast(due_at as timestamp) as due_at,
     run_id,
-    upper(trim(conversation_handle)) as conversation_handle,
-    case
-        when broker_kind = 'jms'
-            then {{ message_key('jms') }}
-        else
-            {{ message_key(
-                'service_broker',
-                {
-                    'conversation_handle': 'upper(trim(conversation_handle))',
-                    'message_sequence_number': 'cast(message_sequence_number as bigint)',
-                }
-            ) }}
-    end as message_key
+    {{ ledger_message_key() }}
 from {{ source('ops', 'parked_messages') }} as effects
 {{ committed_effects_filter('effects', source('ops', 'action_log')) }}
