@@ -43,60 +43,37 @@
                 ~ " must be a column name or SQL expression, got: " ~ value) }}
         {%- endif -%}
     {%- endfor -%}
-    {{ return(adapter.dispatch('poison_reason', 'poisonwatch')(
-        broker_kind,
-        is_last_attempt_success,
-        failure_count,
-        validation_failure_count,
-        permanent_failure_count,
-        delivery_count,
-        is_disposable_type,
-        failure_threshold,
-        max_delivery_attempts,
-        permanent_error_threshold,
-        validation_is_poison
-    )) }}
+    {#- The variants take the checked arguments as one mapping: the list is written once. -#}
+    {{ return(adapter.dispatch('poison_reason', 'poisonwatch')(arguments)) }}
 {%- endmacro %}
 
-{% macro default__poison_reason(
-    broker_kind,
-    is_last_attempt_success,
-    failure_count,
-    validation_failure_count,
-    permanent_failure_count,
-    delivery_count,
-    is_disposable_type,
-    failure_threshold,
-    max_delivery_attempts,
-    permanent_error_threshold,
-    validation_is_poison
-) -%}
+{% macro default__poison_reason(args) -%}
     case
-        when {{ is_last_attempt_success }} then 'succeeded_after_failures'
+        when {{ args.is_last_attempt_success }} then 'succeeded_after_failures'
         when
-            {{ validation_failure_count }} > 0
-            and coalesce({{ validation_is_poison }}, false)
+            {{ args.validation_failure_count }} > 0
+            and coalesce({{ args.validation_is_poison }}, false)
             then 'invalid_content'
         when
-            {{ permanent_error_threshold }} is not null
-            and {{ permanent_failure_count }} >= {{ permanent_error_threshold }}
+            {{ args.permanent_error_threshold }} is not null
+            and {{ args.permanent_failure_count }} >= {{ args.permanent_error_threshold }}
             then 'permanent_error'
-        when {{ is_disposable_type }} then 'disposable'
+        when {{ args.is_disposable_type }} then 'disposable'
         when
-            {{ broker_kind }} = 'service_broker'
-            and {{ failure_count }} > {{ failure_threshold }}
+            {{ args.broker_kind }} = 'service_broker'
+            and {{ args.failure_count }} > {{ args.failure_threshold }}
             then 'threshold_exceeded'
         when
-            {{ broker_kind }} = 'jms'
-            and {{ delivery_count }} >= {{ max_delivery_attempts }}
+            {{ args.broker_kind }} = 'jms'
+            and {{ args.delivery_count }} >= {{ args.max_delivery_attempts }}
             then 'max_deliveries'
         when
-            {{ broker_kind }} = 'service_broker'
-            and {{ failure_count }} = {{ failure_threshold }}
+            {{ args.broker_kind }} = 'service_broker'
+            and {{ args.failure_count }} = {{ args.failure_threshold }}
             then 'at_threshold'
         when
-            {{ broker_kind }} = 'jms'
-            and {{ delivery_count }} = {{ max_delivery_attempts }} - 1
+            {{ args.broker_kind }} = 'jms'
+            and {{ args.delivery_count }} = {{ args.max_delivery_attempts }} - 1
             then 'at_threshold'
         else 'below_threshold'
     end
