@@ -1,3 +1,7 @@
+{#- A question about all of history, asked on demand (`poisonwatch backtest` builds it): tagged
+    so that the production build after each ingest leaves it out (selectors.yml). -#}
+{{ config(tags=['on_demand']) }}
+
 -- One row per candidate circuit-breaker setting and JMS consumer setting: the consumer's
 -- failure runs replayed under the candidate. A failure run is a stretch of counted failures
 -- on one server between acknowledgements (int_jms__consumer_failure_runs). The candidate's

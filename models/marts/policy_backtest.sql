@@ -1,3 +1,7 @@
+{#- A question about all of history, asked on demand (`poisonwatch backtest` builds it): tagged
+    so that the production build after each ingest leaves it out (selectors.yml). -#}
+{{ config(tags=['on_demand']) }}
+
 -- One row per candidate failure policy, broker kind and queue: its history replayed under
 -- the candidate. The decision rule is the live classification's own (poison_reason with the
 -- candidate's parameters) evaluated right after each failure of each message: the first

@@ -18,6 +18,7 @@ from poisonwatch.cli import main as cli_main
 from poisonwatch.config import PoisonwatchError, spark_conf
 from poisonwatch.warehouse.build import (
     NO_UNIT_TESTS,
+    NOT_ON_DEMAND,
     PRODUCTION,
     BuildInputs,
     load_state,
@@ -70,6 +71,7 @@ def test_new_batch_selects_what_is_downstream_of_its_sources_only() -> None:
         "source:ingest+",
         "source:service_broker.ssb_receive_attempts+",
         *NO_UNIT_TESTS,
+        *NOT_ON_DEMAND,
     ]
     # A new dataset (first jms batch) counts as new input too.
     newer = _inputs(**after.datasets, jms_receive_attempts=[1, "b3"])
@@ -84,7 +86,7 @@ def test_an_apply_reruns_what_reads_the_remediation_ledger() -> None:
     after.ops = {"action_log": 5}
     args, _, changed = plan_build(after, _last(before))
     assert changed == ["ops.action_log"]
-    assert args == ["build", "--select", "source:ops.action_log+", *NO_UNIT_TESTS]
+    assert args == ["build", "--select", "source:ops.action_log+", *NO_UNIT_TESTS, *NOT_ON_DEMAND]
     # The first build found no ops database (its hook creates the ledger empty): 0 rows, no news.
     first = _inputs()
     first.ops = {}
@@ -126,8 +128,15 @@ def test_state_round_trip_per_target(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_without_data_tests_keeps_one_exclude_flag() -> None:
     assert without_data_tests(PRODUCTION) == [*PRODUCTION, "--exclude-resource-type", "test"]
-    partial = ["build", "--select", "source:ingest+", *NO_UNIT_TESTS]
-    assert without_data_tests(partial) == [*partial, "test"]
+    partial = ["build", "--select", "source:ingest+", *NO_UNIT_TESTS, *NOT_ON_DEMAND]
+    assert without_data_tests(partial) == [
+        "build",
+        "--select",
+        "source:ingest+",
+        *NO_UNIT_TESTS,
+        "test",
+        *NOT_ON_DEMAND,
+    ]
 
 
 def _ledger_files(warehouse: Path, raw_db: str, ops_db: str, batches: list[str]) -> None:

@@ -56,6 +56,8 @@ SOURCE_PREFIXES = {"ssb_": "service_broker", "jms_": "jms"}
 PRODUCTION = ["build", "--selector", "production"]
 NO_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 NO_DATA_TESTS = ["--exclude-resource-type", "test"]
+# The backtests replay all history: built by `poisonwatch backtest`, never after an ingest.
+NOT_ON_DEMAND = ["--exclude", "tag:on_demand"]
 STATE_FILE = "production_build.json"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -263,7 +265,7 @@ def plan_build(
         selectors.append(f"source:{source}.{dataset}+")
     selectors += [f"source:ops.{t}+" for t in changed_ops]
     return (
-        ["build", "--select", *selectors, *NO_UNIT_TESTS],
+        ["build", "--select", *selectors, *NO_UNIT_TESTS, *NOT_ON_DEMAND],
         "new input in " + ", ".join(changed) + ": what is downstream of it",
         changed,
     )
