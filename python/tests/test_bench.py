@@ -112,7 +112,14 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     assert args["incremental_build"][:2] == ["build", "--select"]
     for source in ("service_broker.ssb_receive_attempts", "jms.jms_receive_attempts"):
         assert f"source:{source}+" in args["incremental_build"]
-    assert args["incremental_build"][-3:] == ["--exclude-resource-type", "unit_test", "test"]
+    # ... without unit tests, data tests (this run) and the on-demand backtests.
+    assert args["incremental_build"][-5:] == [
+        "--exclude-resource-type",
+        "unit_test",
+        "test",
+        "--exclude",
+        "tag:on_demand",
+    ]
     assert args["no_data_build"] == []
     # ... decided from the ledgers' Parquet files alone, which agreed with what Spark read.
     assert entry["build_spark_free"] == ["no_data_build"]
