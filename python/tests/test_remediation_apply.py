@@ -121,18 +121,16 @@ def test_fixture_plans_every_action_type(planned: list[list[str | None]]) -> Non
     assert {r[3] for r in planned} == {"pending"}
 
 
-@pytest.mark.skip(
-    reason="issue 16 item 6 stays open: this test failed on main at 7c51c45 in the lead's last "
-    "CI run (merged after the 80-column plan table of issue 20, which cuts long targets with "
-    "an ellipsis; the cause was not confirmed before the session ended). textsafe itself is "
-    "covered by test_textsafe.py, test_checks and test_report."
-)
 def test_hostile_text_is_inert_in_every_output(store: dict[str, str]) -> None:
     """Error texts, bodies and message ids carry rich markup, an ANSI clear-screen, HTML, a
     spreadsheet formula, a right-to-left override and 1 MB of text (fixture HIJACK): the
     plan table and `poisonwatch sql` in every format show them inert."""
+    # formula_tail starts with the stored error text's spreadsheet formula, so that the CSV
+    # output has a cell a spreadsheet would evaluate unless poisonwatch neutralises it.
     sql = (
-        "select message_id, last_error_message from poisonwatch.poison_messages "
+        "select message_id, last_error_message, "
+        "substr(last_error_message, instr(last_error_message, '=HYPERLINK')) as formula_tail "
+        "from poisonwatch.poison_messages "
         "where broker_kind = 'jms' and classification = 'poison' order by message_id"
     )
     outputs = {fmt: pw(store, "sql", "--format", fmt, sql) for fmt in ("table", "csv", "json")}
@@ -150,8 +148,9 @@ def test_hostile_text_is_inert_in_every_output(store: dict[str, str]) -> None:
     # CSV: the formula is text for a spreadsheet; the 1 MB text is there in full
     csv.field_size_limit(1 << 24)
     cells = [c for row in csv.reader(io.StringIO(outputs["csv"].stdout)) for c in row]
-    formula = [c for c in cells if "HYPERLINK" in c]
-    assert formula and all(c.lstrip(" ").startswith("'") for c in formula), formula[:1]
+    formula = [c for c in cells if c.lstrip(" '").startswith("=HYPERLINK")]
+    assert len(formula) == len(JMS_POISON_IDS), [c[:80] for c in cells]
+    assert all(c.startswith("'=HYPERLINK") for c in formula), formula[:1]
     assert not [c for c in cells if c.lstrip(" ").startswith(("=", "+", "@"))]
     assert max(len(c) for c in cells) > BIG_ERROR_CHARS
     # JSON: exact values (escapes only), one object per line
