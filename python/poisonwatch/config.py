@@ -272,6 +272,17 @@ def spark_conf(target: str | None = None) -> dict[str, str]:
     return {str(k): str(v) for k, v in params.items()}
 
 
+def _quiet_query_context_loggers() -> None:
+    """pyspark 4 logs every failed statement as a JSON line with the whole JVM stack, before
+    the exception reaches our code: a command that reports the error itself (`poisonwatch sql`)
+    would print it twice, the second time as a wall of text. An exception we do not catch
+    still prints its traceback."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+
+
 def spark_session(target: str | None = None) -> SparkSession:
     """The SparkSession for the embedded store (the same one `dbt` on target `local` builds)."""
     name = target_name(target)
@@ -297,6 +308,7 @@ def spark_session(target: str | None = None) -> SparkSession:
     except Exception as exc:  # the JVM failed to start: say why without a Py4J trace
         raise PoisonwatchError(f"Spark did not start: {exc}") from exc
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_query_context_loggers()
     atexit.register(stop_spark)
     try:
         spark.sql("show databases").collect()

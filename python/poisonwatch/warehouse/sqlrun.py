@@ -12,6 +12,7 @@ from typing import IO, Any
 from rich.console import Console
 from rich.table import Table
 
+from poisonwatch.config import PoisonwatchError
 from poisonwatch.textsafe import csv_cell, json_text, terminal
 
 FORMATS = ("table", "csv", "json")
@@ -92,9 +93,28 @@ def print_rows(
 
 def run_sql(query: str, fmt: str = "table", target: str | None = None, wide: bool = False) -> int:
     """Run one Spark SQL statement on the current target and print its result."""
+    from pyspark.errors import PySparkException
+
     from poisonwatch.warehouse.engine import connect
 
     with connect(target) as engine:
-        columns, rows = engine.query(query)
+        try:
+            columns, rows = engine.query(query)
+        except PySparkException as exc:
+            # The user's own statement failed: Spark's message, not a Python traceback.
+            raise PoisonwatchError(f"the query failed: {spark_error_summary(exc)}") from None
     print_rows(columns, rows, fmt, wide=wide)
     return len(rows)
+
+
+def spark_error_summary(exc: BaseException, max_lines: int = 4) -> str:
+    """Spark's error class and message without its query plan and JVM stack (first lines)."""
+    text = str(exc).split("\n\tat ", 1)[0]
+    lines = [line for line in text.splitlines() if line.strip()]
+    # A plan follows the message, starting with a line like `'Project [*]` or `+- ...`.
+    kept = []
+    for line in lines:
+        if line.lstrip().startswith(("'", "+-", ":-", "== ", "JVM stacktrace")):
+            break
+        kept.append(line)
+    return "\n".join(kept[:max_lines]) or text[:500]
