@@ -256,7 +256,12 @@ def _record(events: list[dict[str, Any]], result: PageResult, own_url: str) -> N
             if url != own_url:
                 result.requests.append(url)
         elif method == "Runtime.exceptionThrown":
-            result.errors.append(json.dumps(params.get("exceptionDetails", {}))[:500])
+            # The error's own description first: the details also carry the page URL, which
+            # can be long enough to push the message out of a cut-off JSON dump.
+            details = params.get("exceptionDetails", {})
+            message = (details.get("exception") or {}).get("description") or details.get("text")
+            where = f"{details.get('url', '')}:{details.get('lineNumber', '?')}"
+            result.errors.append(f"{str(message)[:400]} (at {where[-200:]})")
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
             result.errors.append(json.dumps(params.get("args", []))[:500])
         elif method == "Log.entryAdded" and params["entry"].get("level") == "error":
