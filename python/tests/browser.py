@@ -118,7 +118,8 @@ class _Cdp:
     def __init__(self, url: str) -> None:
         import websocket
 
-        self.ws = websocket.create_connection(url, timeout=60, suppress_origin=True)
+        self.timeout = 60.0  # for a command's answer (a long page's screenshot takes seconds)
+        self.ws = websocket.create_connection(url, timeout=self.timeout, suppress_origin=True)
         self.next_id = 0
         self.events: list[dict[str, Any]] = []
 
@@ -126,6 +127,8 @@ class _Cdp:
         self.next_id += 1
         mine = self.next_id
         self.ws.send(json.dumps({"id": mine, "method": method, "params": params}))
+        # wait_for and drain shorten the socket's timeout to read events: not for an answer.
+        self.ws.settimeout(self.timeout)
         while True:
             msg = json.loads(self.ws.recv())
             if msg.get("id") == mine:
