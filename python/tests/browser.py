@@ -105,13 +105,6 @@ def find_chromium(install: bool = True) -> str:
     return find_chromium(install=False)
 
 
-def websocket_timeout() -> type[Exception]:
-    """The exception websocket-client raises when a read times out."""
-    import websocket
-
-    return websocket.WebSocketTimeoutException
-
-
 class _Cdp:
     """A minimal DevTools protocol client: numbered commands, events queued until read."""
 
@@ -127,7 +120,7 @@ class _Cdp:
         self.next_id += 1
         mine = self.next_id
         self.ws.send(json.dumps({"id": mine, "method": method, "params": params}))
-        # wait_for and drain shorten the socket's timeout to read events: not for an answer.
+        # wait_for shortens the socket's timeout to read events: not for a command's answer.
         self.ws.settimeout(self.timeout)
         while True:
             msg = json.loads(self.ws.recv())
@@ -150,23 +143,6 @@ class _Cdp:
                 if msg["method"] == event:
                     return
         raise TimeoutError(f"no {event} within {timeout} s")
-
-    def drain(self, quiet: float = 0.5, limit: float = 5.0) -> None:
-        """Queue the events still in flight: read until none came for `quiet` seconds.
-
-        Chromium sends each domain's events on its own path: an uncaught exception thrown
-        while the page parsed can reach us after Page.loadEventFired, the more so on a busy
-        machine (seen in CI). Without this, the check could miss it.
-        """
-        deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            self.ws.settimeout(quiet)
-            try:
-                msg = json.loads(self.ws.recv())
-            except websocket_timeout():
-                return
-            if "method" in msg:
-                self.events.append(msg)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -227,7 +203,6 @@ def open_page(
             cdp.events.clear()
             cdp.call("Page.navigate", url=html_file.resolve().as_uri())
             cdp.wait_for("Page.loadEventFired", timeout)
-            cdp.drain()
             value = cdp.call("Runtime.evaluate", expression=PROBE, returnByValue=True)
             probe = json.loads(value["result"]["value"])
             result = PageResult(probe=probe)
