@@ -219,13 +219,14 @@ def acquire_store_lock() -> None:
             f"The poisonwatch store at {store} is in use by {holder}. Derby, the embedded "
             "metastore, allows one process at a time: wait for it to finish and run this again."
         )
-    # A command that has just ended may still be shutting its JVM down: give it a moment.
     # When this process already runs a Spark JVM (an in-process `dbt` run opened the session),
-    # Derby's lock is that JVM's: the session we are about to open is the same one.
+    # Derby's lock is that JVM's: the session we are about to open is the same one. Otherwise
+    # a command that has just ended may still be shutting its JVM down: give it a moment.
     deadline = time.monotonic() + 20
-    while _derby_in_use(store) and not _own_spark_running() and time.monotonic() < deadline:
+    own = _own_spark_running()
+    while not own and _derby_in_use(store) and time.monotonic() < deadline:
         time.sleep(0.5)
-    if _derby_in_use(store) and not _own_spark_running():
+    if not own and _derby_in_use(store):
         release_file_lock(fh)
         raise StoreBusyError(
             f"The metastore at {store}/metastore_db is open in another process (a `dbt` command, "
