@@ -1,6 +1,8 @@
 """`poisonwatch apply` end to end on a real store: exactly once under kill -9, concurrent applies
 refused, re-plan gives the same action ids, the next dbt run reflects the effects, replay.
-(Models are built with `dbt seed` + `dbt run`: other models' data tests are not the subject.)
+(Models are built with `dbt seed` + `dbt run` of the marts plan, apply and replay read and what
+they are built from: other models, and all models' data tests, are not the subject; they run in
+scripts/test.sh's demo build.)
 
 Every `poisonwatch` here is a real subprocess with its own Spark JVM (Derby allows one at a time,
 so they run one after another); crashes are real SIGKILLs injected with POISONWATCH_CRASH_AT.
@@ -53,9 +55,16 @@ def pw(env: dict[str, str], *args: str, extra: dict[str, str] | None = None):
 
 QUERY = """
 import json
+from poisonwatch.warehouse.dbtrun import run_dbt
 from poisonwatch.warehouse.engine import connect
 out = {}
 with connect("local") as e:
+    if SEED:
+        from fixtures.remediation import load_fixture
+        load_fixture(e)
+        run_dbt(["seed"])
+    if DBT_ARGS:
+        run_dbt(DBT_ARGS)
     for name, sql in QUERIES.items():
         cols, rows = e.query(sql)
         out[name] = [[None if v is None else str(v) for v in r] for r in rows]
@@ -63,34 +72,21 @@ print("@@" + json.dumps(out))
 """
 
 
-def query(env: dict[str, str], queries: dict[str, str]) -> dict[str, list[list[str | None]]]:
-    return run_py(f"QUERIES = {queries!r}\n" + QUERY, env)
+def query(
+    env: dict[str, str], queries: dict[str, str], *, dbt_run: bool = False, seed: bool = False
+) -> dict[str, list[list[str | None]]]:
+    """The rows of each query, in one child process (one JVM start); with `dbt_run`, after a
+    `dbt run` of RUN_SELECT in the same process; with `seed`, after loading the fixture's raw
+    tables and `dbt seed` first."""
+    dbt_args = RUN if dbt_run else None
+    code = f"QUERIES = {queries!r}\nDBT_ARGS = {dbt_args!r}\nSEED = {seed!r}\n" + QUERY
+    return run_py(code, env)
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    home = tmp_path_factory.mktemp("remediation-store")
-    env = {
-        **os.environ,
-        "POISONWATCH_HOME": str(home),
-        "POISONWATCH_TARGET": "local",
-        "POISONWATCH_DRIVER_MEMORY": "2g",
-    }
-    for key in ("POISONWATCH_CRASH_AT", "POISONWATCH_PAUSE_AT"):
-        env.pop(key, None)
-    run_py(
-        """
-        from poisonwatch.warehouse.dbtrun import run_dbt
-        from poisonwatch.warehouse.engine import connect
-        from fixtures.remediation import load_fixture
-        with connect("local") as e:
-            load_fixture(e)
-            run_dbt(["seed"])
-            run_dbt(["run"])
-        """,
-        env,
-    )
-    return env
+# The marts `plan`, `apply` and `replay` read (and the tests query), with everything upstream of
+# them: 39 of the project's models. The alert models and the on-demand backtests are left out.
+RUN_SELECT = ["+remediation_actions", "+poison_messages", "+dlq_messages"]
+RUN = ["run", "--select", *RUN_SELECT]
 
 
 ACTIONS_SQL = (
@@ -100,8 +96,31 @@ ACTIONS_SQL = (
 
 
 @pytest.fixture(scope="module")
-def planned(store: dict[str, str]) -> list[list[str | None]]:
-    return query(store, {"a": ACTIONS_SQL})["a"]
+def built(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[dict[str, str], list[list[str | None]]]:
+    """The store (its environment) and the actions planned on it before any apply."""
+    home = tmp_path_factory.mktemp("remediation-store")
+    env = {
+        **os.environ,
+        "POISONWATCH_HOME": str(home),
+        "POISONWATCH_TARGET": "local",
+        "POISONWATCH_DRIVER_MEMORY": "2g",
+    }
+    for key in ("POISONWATCH_CRASH_AT", "POISONWATCH_PAUSE_AT"):
+        env.pop(key, None)
+    planned = query(env, {"a": ACTIONS_SQL}, dbt_run=True, seed=True)["a"]
+    return env, planned
+
+
+@pytest.fixture(scope="module")
+def store(built: tuple[dict[str, str], list[list[str | None]]]) -> dict[str, str]:
+    return built[0]
+
+
+@pytest.fixture(scope="module")
+def planned(built: tuple[dict[str, str], list[list[str | None]]]) -> list[list[str | None]]:
+    return built[1]
 
 
 def test_fixture_plans_every_action_type(planned: list[list[str | None]]) -> None:
@@ -310,13 +329,6 @@ def test_replan_same_ids_and_next_build_reflects_effects(
     # Runs after test_exactly_once_under_kill_9 (module order): everything applicable applied.
     replay = pw(store, "replay", "--message-id", "ID:d1", "--note", "fixed the agent")
     assert replay.returncode == 0, replay.stdout + replay.stderr
-    run_py(
-        """
-        from poisonwatch.warehouse.dbtrun import run_dbt
-        run_dbt(["run"])
-        """,
-        store,
-    )
     got = query(
         store,
         {
@@ -326,6 +338,7 @@ def test_replan_same_ids_and_next_build_reflects_effects(
             "dlq": "select message_id from poisonwatch.dlq_messages "
             "where is_dead_lettered_by_apply",
         },
+        dbt_run=True,
     )
     before = {r[0]: r for r in planned}
     after = {r[0]: r for r in got["a"]}
