@@ -340,6 +340,36 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _process_started_at(pid: int) -> dt.datetime | None:
+    """When process `pid` started (naive UTC), from /proc on Linux; None where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        # Field 22 (starttime, clock ticks after boot); the command name (field 2) may hold
+        # spaces, so count from its closing parenthesis.
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        seconds = boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).replace(tzinfo=None)
+
+
+def _lease_holder_alive(pid: int, leased_at: dt.datetime | None) -> bool:
+    """Whether the local process that took a lease at `leased_at` still runs. A pid is reused
+    (pid_max is small and every JVM thread takes one), so a live pid whose process started
+    after the lease was taken is another process: the apply that took it has died."""
+    if not _pid_alive(pid):
+        return False
+    started = _process_started_at(pid)
+    if started is None or leased_at is None:
+        return True
+    return started <= leased_at + dt.timedelta(seconds=2)
+
+
 class ApplyLock:
     """Exclusive: a file lock under $POISONWATCH_HOME (same machine) plus a lease row in
     `apply_leases` (any machine sharing the warehouse, e.g. the cluster target)."""
@@ -382,7 +412,7 @@ class ApplyLock:
         for lease_id, lease_host, pid, at in rows:
             if lease_id == self.lease_id:
                 return
-            if lease_host == host and pid is not None and not _pid_alive(int(pid)):
+            if lease_host == host and pid is not None and not _lease_holder_alive(int(pid), at):
                 continue  # a local apply that died (kill -9): its lease is stale
             self.release_lease()
             raise ApplyBusyError(
