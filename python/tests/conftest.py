@@ -11,7 +11,6 @@ two workers never open the same Derby metastore.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,6 @@ if _worker:
         Path(__file__).resolve().parents[2] / ".poisonwatch" / "pytest"
     )
     os.environ["POISONWATCH_HOME"] = f"{_base}-{_worker}"
-    # An xdist worker's __main__ is execnet's `python -c` (no __file__, no __spec__), which
-    # pyspark.sql.connect (imported by great-expectations) takes for a doctest run and then
-    # calls sys.exit(0) when Spark Connect's extras are missing; name the file as a script has.
-    _main = sys.modules["__main__"]
-    if getattr(_main, "__spec__", None) is None and not hasattr(_main, "__file__"):
-        _main.__file__ = "<pytest-xdist worker>"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
