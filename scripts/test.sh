@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite: ruff, then pytest in the background while sqlfluff and, on generated
-# data, the demo (dbt build with models, data tests and unit tests; remediation; the report,
-# checked in Chromium), the label agreement check, the great-expectations suites and the alert
-# sequence run in the foreground; pytest's output is printed when it has finished.
+# The whole test suite, in order: ruff, sqlfluff, pytest, then on generated data the demo (dbt
+# build with models, data tests and unit tests; remediation; the report, checked in Chromium),
+# the label agreement check and the great-expectations suites.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,47 +34,6 @@ step() {
     fi
 }
 
-# A step in the background: its output goes to $WORK/<name>.log and is printed by `join`, which
-# waits for it and counts it like `step` (with its own run time, not the wait).
-declare -A bg_pid=()
-background() {
-    local name=$1
-    shift
-    echo "=== [$name] started in the background: $*"
-    (
-        start=$SECONDS
-        "$@" >"$WORK/$name.log" 2>&1
-        rc=$?
-        echo "$rc $((SECONDS - start))" >"$WORK/$name.status"
-    ) &
-    bg_pid[$name]=$!
-}
-join() {
-    local name=$1
-    wait "${bg_pid[$name]}"
-    unset "bg_pid[$name]"
-    local rc=1 took=?
-    [ -f "$WORK/$name.status" ] && read -r rc took <"$WORK/$name.status"
-    echo "=== [$name] (background) output:"
-    cat "$WORK/$name.log"
-    if [ "$rc" -eq 0 ]; then
-        echo "=== [$name] ok ($took s)"
-        passed=$((passed + 1))
-    else
-        echo "=== [$name] FAILED ($took s)"
-        failed+=("$name")
-    fi
-}
-# Stopped early (Ctrl-C, CI timeout): stop the background steps too (pytest and what it started).
-stop_background() {
-    local pid
-    for pid in "${bg_pid[@]}"; do
-        pkill -TERM -P "$pid" 2>/dev/null
-        kill -TERM "$pid" 2>/dev/null
-    done
-}
-trap 'stop_background; exit 130' INT TERM
-
 # Runs a command and passes when it exits with the given code (monitoring-plugin exit codes).
 expect_exit() {
     local want=$1
@@ -87,17 +45,9 @@ expect_exit() {
 
 step ruff ruff check python
 step ruff-format ruff format --check python
-# pytest runs beside everything below, on two workers (pytest-xdist; each test module whole on
-# one worker, the modules with slow tests first: python/tests/conftest.py): most of a Spark
-# test's time is one busy thread (a JVM starting, dbt parsing, Python) or waiting. Every module
-# makes its own stores, ports and folders; the run has a store and temp folder of its own, so
-# nothing in it touches $WORK/store, which the steps below use.
-# --durations: the slowest tests, so a CI log says where the minutes went.
-mkdir -p "$WORK/pytest-tmp"
-background pytest env POISONWATCH_HOME="$WORK/pytest-store" TMPDIR="$WORK/pytest-tmp" \
-    python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" --durations=12 \
-    -n "${POISONWATCH_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder
 step sqlfluff sqlfluff lint models analyses --processes 1
+# --durations: the slowest tests, so a CI log says where the minutes went.
+step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" --durations=12
 # The pipeline is `poisonwatch demo` (generate → ingest → dbt build with unit tests → label
 # agreement → plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen
 # is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
@@ -125,8 +75,6 @@ step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" --att
 step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
 step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
 step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike --kind queue_stalled
-
-join pytest
 
 echo "poisonwatch tests finished in ${SECONDS} s${failed:+; failed steps: ${failed[*]}}"
 echo "steps: $passed passed, ${#failed[@]} failed"
