@@ -27,3 +27,15 @@ def test_a_reused_pid_does_not_keep_a_dead_applys_lease() -> None:
         newcomer.kill()
         newcomer.wait()
     assert not _lease_holder_alive(newcomer.pid, utcnow())
+
+
+def test_a_lease_time_read_as_text_is_understood() -> None:
+    """The cluster target's Thrift server returns the lease's timestamp as text."""
+    leased_at = (utcnow() - dt.timedelta(minutes=10)).isoformat(sep=" ")
+    newcomer = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not _lease_holder_alive(newcomer.pid, leased_at)
+        assert _lease_holder_alive(newcomer.pid, "not a time")  # unknown: trust the live pid
+    finally:
+        newcomer.kill()
+        newcomer.wait()

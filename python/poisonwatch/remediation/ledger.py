@@ -358,16 +358,21 @@ def _process_started_at(pid: int) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).replace(tzinfo=None)
 
 
-def _lease_holder_alive(pid: int, leased_at: dt.datetime | None) -> bool:
+def _lease_holder_alive(pid: int, leased_at: dt.datetime | str | None) -> bool:
     """Whether the local process that took a lease at `leased_at` still runs. A pid is reused
     (pid_max is small and every JVM thread takes one), so a live pid whose process started
     after the lease was taken is another process: the apply that took it has died."""
     if not _pid_alive(pid):
         return False
     started = _process_started_at(pid)
-    if started is None or leased_at is None:
+    if isinstance(leased_at, str):  # the Thrift server returns timestamps as text
+        try:
+            leased_at = dt.datetime.fromisoformat(leased_at)
+        except ValueError:
+            leased_at = None
+    if started is None or not isinstance(leased_at, dt.datetime):
         return True
-    return started <= leased_at + dt.timedelta(seconds=2)
+    return started <= leased_at.replace(tzinfo=None) + dt.timedelta(seconds=2)
 
 
 class ApplyLock:
