@@ -182,7 +182,9 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
             }}
         request_replay({dlq_ids!r}, {target.name!r}, "DLQ.e2e.orders", "e2e", target="local")
         with connect("local") as e:
-            run_dbt(["run", "--select", "remediation_actions"])
+            # What the replay request reaches (its ledger's view, the JMS action family,
+            # the mart): the family is a table, so naming the mart alone would not see it.
+            run_dbt(["run", "--select", "stg_ops__replay_requests+"])
             out["actions"] = [[str(v) for v in r] for r in e.query(
                 "select action_type, message_id, queue_name, orig_queue, status, action_id "
                 "from poisonwatch.remediation_actions where broker_kind = 'jms' "

@@ -384,8 +384,10 @@ def test_replan_same_ids_and_next_build_reflects_effects(
         from poisonwatch.remediation import Filters, run_apply
         from poisonwatch.warehouse.dbtrun import run_dbt
         from poisonwatch.warehouse.engine import connect
+        # The JMS action family is a table: rebuilt with the mart, or the mart unions its
+        # old rows.
         run_dbt(["run", "--select", "stg_ops__replayed_messages", "dlq_messages",
-                 "remediation_actions"])
+                 "int_remediation_actions__jms_messages", "remediation_actions"])
         applied = run_apply(Filters(action_type="retry_from_dlq"), yes=True)
         with connect("local") as e:
             _, rows = e.query("select message_id from poisonwatch_ops.replayed_messages")
