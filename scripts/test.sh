@@ -47,7 +47,7 @@ step ruff ruff check python
 step ruff-format ruff format --check python
 step sqlfluff sqlfluff lint models analyses --processes 1
 # --durations: the slowest tests, so a CI log says where the minutes went.
-step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" --durations=12
+step pytest python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" --durations=25
 # The pipeline is `poisonwatch demo` (generate → ingest → dbt build with unit tests → label
 # agreement → plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen
 # is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
@@ -59,8 +59,10 @@ step demo python python/tests/terminal_screen.py --transcript "$WORK/demo-screen
 step report-browser python python/tests/browser.py "$WORK/report.html" \
     --screenshot "$WORK/report.png"
 # The incremental models render their `is_incremental()` branch now that their tables exist:
-# lint them again so both renderings are held to the same style (issue 16).
-step sqlfluff-built sqlfluff lint models/intermediate --processes 1
+# lint them again so both renderings are held to the same style (issue 16). Only they render
+# differently, so only they are linted again (the whole folder took 89-115 s, 45 files).
+mapfile -t INCREMENTAL_SQL < <(grep -rl --include='*.sql' 'is_incremental()' models | sort)
+step sqlfluff-built sqlfluff lint "${INCREMENTAL_SQL[@]}" --processes 1
 step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" --target-path "$WORK/dbt-docs"
 step verify poisonwatch verify "$WORK/landing/labels.jsonl"
 step check poisonwatch check
