@@ -3,6 +3,8 @@
         materialized='incremental',
         incremental_strategy='insert_overwrite',
         partition_by=['message_partition'],
+        clustered_by=['message_key'],
+        buckets=var('message_buckets', 8),
         meta={'tests_check_latest': 'sequenced_at'},
     )
 }}
@@ -18,6 +20,10 @@
     partitions of the messages they touch, old attempts and new sequenced again: a late
     attempt lands among its message's attempts and every window below sees it. The partition
     layout may differ from a full refresh's; the attempts, their sequence and marts do not.
+    Bucketed by message_key (var message_buckets): the models that group or window attempts
+    per message (classified, redelivery schedule, failures accumulated, ordering) read them
+    already distributed by message, with no shuffle. At 10M attempts, models only: 378 s ->
+    346 s; int_messages_classified 71 -> 39 s, int_jms__redelivery_schedule 52 -> 15 s.
 -#}
 {%- set attempt_columns = [
     'attempt_key',
