@@ -290,6 +290,7 @@ def test_a_run_reads_no_history() -> None:
     """A run's effect rows read the run's actions and the per-apply lookup, never the raw
     snapshot tables or poison_messages: those grow with history, and an apply has a run per
     1,000 actions (97 runs with dead_letter actions at 30M attempts, 4 s each when they did)."""
+    from poisonwatch.remediation import Filters
     from poisonwatch.remediation.apply import EFFECTS, effect_select, message_context_select
 
     at = dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
@@ -297,7 +298,7 @@ def test_a_run_reads_no_history() -> None:
         sql = effect_select(table, ["a1", "a2"], at)
         for history in ("`raw`.", "poison_messages", "queue_snapshots"):
             assert history not in sql, (table, history)
-    lookup = message_context_select()
+    lookup = message_context_select(Filters(include_review=False))
     assert "jms_queue_snapshots" in lookup and "ssb_queue_snapshots" in lookup
     assert lookup.count("left semi join") == 2  # narrowed to the actions before aggregating
 

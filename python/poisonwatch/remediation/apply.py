@@ -22,7 +22,7 @@ import datetime as dt
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from poisonwatch.remediation.ledger import (
 from poisonwatch.remediation.plan import (
     Filters,
     load_pending,
+    pending_query,
     print_plan,
     render_script,
     write_script,
@@ -94,16 +95,18 @@ def _actions_relation(ids: list[str]) -> str:
 
 
 # The message each dead_letter / park action moves: its last snapshot (body, properties, type)
-# and its poison_messages row. Looked up once per apply into a cached temporary view, for every
-# such action of the mart: a lookup per run of 1,000 aggregated the whole snapshot tables each
-# time, so a 30M-attempt apply (97 runs with dead_letter actions) took 438 s, 4 s per run.
+# and its poison_messages row. Looked up once per apply into a cached temporary view, for the
+# pending actions this apply runs: a lookup per run of 1,000 aggregated the whole snapshot
+# tables each time, so a 30M-attempt apply (97 runs with dead_letter actions) took 438 s.
 MESSAGE_CONTEXT_VIEW = "poisonwatch_apply_message_context"
 MESSAGE_ACTION_TYPES = ("dead_letter", "park")
 
 
-def message_context_select() -> str:
-    """One row per dead_letter / park action of the mart: the message's last snapshot and its
-    poison_messages columns. The snapshots are narrowed to those messages before aggregating.
+def message_context_select(filters: Filters) -> str:
+    """One row per dead_letter / park action of the plan (`pending_query(filters)`, the
+    actions load_pending reads; without --limit, so ties in its order cannot pick other rows):
+    the message's last snapshot and its poison_messages columns. The snapshots are narrowed to
+    those messages before aggregating.
     poison_messages is joined on the message's identity per broker kind (docs/rules.md): a
     JMS action names no server, while its poison_messages row names the failing consumer's."""
     raw, marts = RAW_DATABASE, MART_DATABASE
@@ -112,7 +115,7 @@ def message_context_select() -> str:
     a as (
         select action_id, broker_kind, server_name, database_name, broker_name, queue_name,
             conversation_handle, message_sequence_number, message_id
-        from `{marts}`.`remediation_actions`
+        from ({pending_query(replace(filters, limit=None))}) p
         where action_type in ({types})
     ),
     jms_snap as (
@@ -175,9 +178,9 @@ def message_context_select() -> str:
         and ss.message_sequence_number = a.message_sequence_number"""
 
 
-def cache_message_context(engine: Any) -> None:
+def cache_message_context(engine: Any, filters: Filters) -> None:
     """Look the messages up once for this apply (session-scoped: gone when the session ends)."""
-    engine.execute(f"cache table `{MESSAGE_CONTEXT_VIEW}` as {message_context_select()}")
+    engine.execute(f"cache table `{MESSAGE_CONTEXT_VIEW}` as {message_context_select(filters)}")
 
 
 def drop_message_context(engine: Any) -> None:
@@ -419,7 +422,7 @@ def apply_actions(
             return result
         partitioned = {t: run_partitions(engine, t) is not None for t in EFFECT_TABLES}
         if any(a["action_type"] in MESSAGE_ACTION_TYPES for a in plan.actions):
-            cache_message_context(engine)
+            cache_message_context(engine, filters)
             cached = True
         batches = [
             plan.actions[i : i + batch_size] for i in range(0, len(plan.actions), batch_size)
