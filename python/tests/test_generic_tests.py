@@ -1,0 +1,84 @@
+"""The project's own generic data tests (tests/generic/), rendered by real dbt and run by real
+Spark over rows made to fail them: a test that cannot fail guards nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import pytest
+from child_python import run_py
+
+pytestmark = pytest.mark.slow
+
+# One inline query per case; the child compiles each with dbt and runs it on Spark.
+CASES = {
+    "nulls": "{{ test_not_null_columns('pw_rows', ['a', 'b', 'c']) }}",
+    "clean": "{{ test_not_null_columns('pw_rows', ['b']) }}",
+    "empty": "{{ test_not_null_columns('(select * from pw_rows where false)', ['a', 'c']) }}",
+    "injected": "{{ test_not_null_columns('pw_rows', [\"a'; drop table x;--\"]) }}",
+    "string": "{{ test_not_null_columns('pw_rows', 'a') }}",
+}
+
+SCRIPT = """
+import json, os
+from dbt.cli.main import dbtRunner
+from poisonwatch.config import home, project_root
+from poisonwatch.warehouse.engine import connect
+with connect("local") as e:
+    e.spark.sql(
+        "select * from values (1, 'x', null), (null, 'y', 3), (null, 'z', null), (4, 'w', 5) "
+        "as t(a, b, c)"
+    ).createOrReplaceTempView("pw_rows")
+    root, store = project_root(), home()
+    out = {}
+    for name, inline in json.loads(os.environ["PW_CASES"]).items():
+        res = dbtRunner().invoke([
+            "compile", "--inline", inline, "--project-dir", str(root),
+            "--profiles-dir", str(root), "--target", "local", "--quiet",
+            "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
+        ])
+        if not res.success:
+            ex = res.exception
+            chain = (ex, ex.__cause__, ex.__context__)
+            out[name] = {"error": " | ".join(str(x) for x in chain if x)}
+            continue
+        cols, rows = e.query(res.result.results[0].node.compiled_code)
+        out[name] = {"columns": cols, "rows": sorted([list(r) for r in rows])}
+print("@@" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "POISONWATCH_HOME": str(tmp_path_factory.mktemp("generic-tests")),
+        "POISONWATCH_TARGET": "local",
+        "POISONWATCH_DRIVER_MEMORY": "1g",
+        "PW_CASES": json.dumps(CASES),
+    }
+    data = run_py(SCRIPT, env, timeout=900)
+    assert data is not None, "the child printed no result"
+    return data
+
+
+def test_not_null_columns_names_each_column_with_nulls_and_counts_them(
+    results: dict[str, Any],
+) -> None:
+    assert results["nulls"]["columns"] == ["column_name", "null_row_count"]
+    # a: 2 nulls, c: 2 nulls, b: none (not reported).
+    assert results["nulls"]["rows"] == [["a", 2], ["c", 2]]
+
+
+def test_not_null_columns_passes_clean_and_empty_tables(results: dict[str, Any]) -> None:
+    assert results["clean"]["rows"] == []
+    assert results["empty"]["rows"] == []
+
+
+def test_not_null_columns_refuses_what_is_not_a_list_of_column_names(
+    results: dict[str, Any],
+) -> None:
+    assert "not a column name" in results["injected"]["error"]
+    assert "needs a list of column names" in results["string"]["error"]
