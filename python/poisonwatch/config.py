@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -273,6 +274,47 @@ def spark_conf(target: str | None = None) -> dict[str, str]:
     return {str(k): str(v) for k, v in params.items()}
 
 
+# --- the class archive ------------------------------------------------------------------------
+# Every command starts a JVM that loads some 20,000 classes of Spark, Hive and Derby before its
+# first statement: about 8 s on this project's 2-core machines. A JVM class-data-sharing archive
+# of those classes (JDK 13+ dynamic AppCDS), written once by `make setup`
+# (poisonwatch.warehouse.class_archive), is mapped instead of loading them: about 5 s. The JVM
+# checks the archive against its own build and class path and ignores one that does not match.
+
+CLASS_ARCHIVE_ENV = "POISONWATCH_CLASS_ARCHIVE"
+CLASS_ARCHIVE_DUMP_ENV = "POISONWATCH_CLASS_ARCHIVE_DUMP"
+
+
+def class_archive_path(java: JavaInfo) -> Path:
+    """The class archive for this Java and pyspark: $POISONWATCH_CLASS_ARCHIVE when it names a
+    file, else one per virtualenv, named after what it was made from."""
+    env = os.environ.get(CLASS_ARCHIVE_ENV, "")
+    if env and env != "off":
+        return Path(env).resolve()
+    from importlib.metadata import version
+
+    made_from = f"{Path(java.path).resolve()}|{java.text}|pyspark {version('pyspark')}"
+    key = hashlib.sha256(made_from.encode()).hexdigest()[:12]
+    return Path(sys.prefix) / "share" / "poisonwatch" / f"spark-classes-{key}.jsa"
+
+
+def class_archive_options(java: JavaInfo) -> str:
+    """JVM options that map the class archive: '' when there is none, when
+    $POISONWATCH_CLASS_ARCHIVE is `off`, or when its path would not survive Spark's splitting
+    of extraJavaOptions. The archive builder's own child writes one instead."""
+    dump = os.environ.get(CLASS_ARCHIVE_DUMP_ENV)
+    if dump:
+        return f"-XX:ArchiveClassesAtExit={dump}"
+    if os.environ.get(CLASS_ARCHIVE_ENV) == "off":
+        return ""
+    path = class_archive_path(java)
+    if not path.is_file() or re.search(r"[\s'\"\\]", str(path)):
+        return ""
+    # -Xlog:cds*=off: an archive of another build or class path is skipped without a warning
+    # on the user's terminal (the JVM logs those to stdout).
+    return f"-XX:SharedArchiveFile={path} -Xlog:cds*=off"
+
+
 def _quiet_query_context_loggers() -> None:
     """pyspark 4 logs every failed statement as a JSON line with the whole JVM stack, before
     the exception reaches our code: a command that reports the error itself (`poisonwatch sql`)
@@ -293,7 +335,7 @@ def spark_session(target: str | None = None) -> SparkSession:
             f"target {name!r} uses method {profile.get('method')!r}: the Python commands open a "
             "local SparkSession only for method `session`."
         )
-    check_java()
+    java = check_java()
     acquire_store_lock()
     store = home()
     problem = store_halves_problem(store)
@@ -301,8 +343,13 @@ def spark_session(target: str | None = None) -> SparkSession:
         raise BrokenStoreError(problem)
     from pyspark.sql import SparkSession
 
+    conf = spark_conf(name)
+    archive = class_archive_options(java)
+    if archive:
+        options = conf.get("spark.driver.extraJavaOptions", "")
+        conf["spark.driver.extraJavaOptions"] = f"{options} {archive}".strip()
     builder = SparkSession.builder.enableHiveSupport()
-    for key, value in spark_conf(name).items():
+    for key, value in conf.items():
         builder = builder.config(key, value)
     try:
         spark = builder.getOrCreate()

@@ -131,3 +131,62 @@ def test_sql_command_formats(tmp_path: Path) -> None:
     )
     assert proc.stdout.splitlines()[0] == "n,s,at"
     assert proc.stdout.splitlines()[1].startswith("1,it's ok,2026-03-01T10:00:00.123456")
+
+
+# --- the class archive (config.class_archive_options, warehouse/class_archive.py) -------------
+
+
+def test_class_archive_options_follow_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    java = config.JavaInfo(path="/usr/bin/java", major=17, text='openjdk version "17"')
+    archive = tmp_path / "spark.jsa"
+    monkeypatch.setenv(config.CLASS_ARCHIVE_ENV, str(archive))
+    monkeypatch.delenv(config.CLASS_ARCHIVE_DUMP_ENV, raising=False)
+    assert config.class_archive_options(java) == ""  # no archive yet: Spark starts without
+    archive.write_bytes(b"x")
+    assert config.class_archive_options(java) == f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off"
+    spaced = tmp_path / "a b.jsa"
+    spaced.write_bytes(b"x")
+    monkeypatch.setenv(config.CLASS_ARCHIVE_ENV, str(spaced))
+    assert config.class_archive_options(java) == ""  # extraJavaOptions splits on spaces
+    monkeypatch.setenv(config.CLASS_ARCHIVE_ENV, "off")
+    assert config.class_archive_options(java) == ""
+    monkeypatch.setenv(config.CLASS_ARCHIVE_DUMP_ENV, str(tmp_path / "new.jsa"))
+    assert config.class_archive_options(java) == f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}"
+
+
+def test_setup_wrote_a_class_archive_that_maps_and_a_cut_one_is_refused(tmp_path: Path) -> None:
+    from poisonwatch.warehouse.class_archive import check_archive, classpath_file
+
+    java = config.check_java()
+    archive = config.class_archive_path(java)
+    assert archive.is_file(), (
+        f"no class archive at {archive}: `make setup` writes it "
+        "(python -m poisonwatch.warehouse.class_archive)"
+    )
+    classpath = classpath_file(archive).read_text()
+    check_archive(java.path, archive, classpath, cwd=tmp_path)  # -Xshare:on: maps, or fails
+    cut = tmp_path / "cut.jsa"
+    with archive.open("rb") as src:
+        cut.write_bytes(src.read(1 << 20))
+    with pytest.raises(config.PoisonwatchError, match="does not load"):
+        check_archive(java.path, cut, classpath, cwd=tmp_path)
+    with pytest.raises(config.PoisonwatchError, match="does not load"):
+        check_archive(java.path, archive, str(tmp_path), cwd=tmp_path)  # another class path
+
+
+def test_commands_start_spark_with_the_class_archive(tmp_path: Path) -> None:
+    archive = config.class_archive_path(config.check_java())
+    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
+    env.pop(config.CLASS_ARCHIVE_ENV, None)
+    proc = subprocess.run(
+        [str(BIN / "poisonwatch"), "sql", "set spark.driver.extraJavaOptions", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in row["value"]
+    assert "-Dderby.system.home=" in row["value"]  # the profile's own options are kept
