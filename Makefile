@@ -7,8 +7,8 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: setup demo test lint clean
 
 # Creates .venv, installs the package (editable) with every pinned dependency and writes the
-# class archive, once per change of pyproject.toml.
-$(STAMP): pyproject.toml
+# class archive, once per change of pyproject.toml or of the archive's builder.
+$(STAMP): pyproject.toml python/poisonwatch/warehouse/class_archive.py
 	@command -v java >/dev/null || { echo "poisonwatch needs Java 17+ (e.g. apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
