@@ -190,3 +190,15 @@ def test_commands_start_spark_with_the_class_archive(tmp_path: Path) -> None:
     (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
     assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in row["value"]
     assert "-Dderby.system.home=" in row["value"]  # the profile's own options are kept
+
+
+def test_only_earlier_per_venv_archives_are_removed(tmp_path: Path) -> None:
+    from poisonwatch.warehouse.class_archive import stale_archives
+
+    names = ["spark-classes-0123456789ab.jsa", "spark-classes-ba9876543210.jsa", "mine.jsa"]
+    for name in [*names, "spark-classes-ba9876543210.classpath", "spark-classes-x.jsa"]:
+        (tmp_path / name).write_bytes(b"x")
+    current, earlier, custom = (tmp_path / n for n in names)
+    assert stale_archives(current) == [earlier]
+    # A file named by $POISONWATCH_CLASS_ARCHIVE: its folder is someone else's.
+    assert stale_archives(custom) == []

@@ -11,6 +11,7 @@ take the archive's place.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,9 @@ from poisonwatch.config import (
     check_java,
     class_archive_path,
 )
+
+# How config.class_archive_path names the per-virtualenv archives.
+ARCHIVE_NAME = re.compile(r"spark-classes-[0-9a-f]{12}\.jsa")
 
 # What the child does: the statements and readers the commands use, on a few rows.
 WORKLOAD = """
@@ -97,11 +101,21 @@ def build_class_archive() -> Path:
             os.replace(installed, target)
         finally:
             installed.unlink(missing_ok=True)
-    for old in target.parent.glob("spark-classes-*.jsa"):
-        if old != target:
-            old.unlink(missing_ok=True)
-            classpath_file(old).unlink(missing_ok=True)
+    for old in stale_archives(target):
+        old.unlink(missing_ok=True)
+        classpath_file(old).unlink(missing_ok=True)
     return target
+
+
+def stale_archives(target: Path) -> list[Path]:
+    """Archives of an earlier Java or pyspark beside `target`, when `target` is one of the
+    per-virtualenv archives (`spark-classes-<key>.jsa`): a file named by
+    $POISONWATCH_CLASS_ARCHIVE leaves the other files of its folder alone."""
+    if not ARCHIVE_NAME.fullmatch(target.name):
+        return []
+    return sorted(
+        p for p in target.parent.iterdir() if p != target and ARCHIVE_NAME.fullmatch(p.name)
+    )
 
 
 def classpath_file(archive: Path) -> Path:
