@@ -5,7 +5,7 @@
     qualifies the columns, `indent` is the indentation of the lines after the first.
 -#}
 {% macro attempt_order(alias, indent=4) -%}
-    {%- if alias is not string or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*', alias) -%}
+    {%- if not poisonwatch.is_identifier(alias) -%}
         {{ exceptions.raise_compiler_error(
             "attempt_order expects a table alias, got: " ~ alias) }}
     {%- endif -%}

@@ -5,7 +5,7 @@
     `action_log` the action_log relation (a source(), so that it stays in the staging model).
 -#}
 {% macro committed_effects_filter(effects, action_log) -%}
-    {%- if effects is not string or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*', effects)
+    {%- if not poisonwatch.is_identifier(effects)
         or action_log is none -%}
         {{ exceptions.raise_compiler_error(
             "committed_effects_filter expects a table alias and the action_log relation, got: "

@@ -7,7 +7,8 @@
     Values travel as sp_executesql parameters. Null when the handle is not a GUID, a name is not a
     valid identifier, or the sequence number is missing. -#}
 {% macro receive_message_statement(database_name, queue_name, conversation_handle, message_sequence_number, target_table=none, delay_minutes=none) -%}
-    {% if target_table is not none and (target_table is not string or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*\\.[A-Za-z_][A-Za-z0-9_]*', target_table)) %}
+    {% set table_parts = target_table.split('.') if target_table is string else [] %}
+    {% if target_table is not none and (table_parts | length != 2 or not poisonwatch.is_identifier(table_parts[0]) or not poisonwatch.is_identifier(table_parts[1])) %}
         {{ exceptions.raise_compiler_error("receive_message_statement: target_table must be schema.table, got " ~ target_table) }}
     {% endif %}
     {% if delay_minutes is not none and target_table is none %}

@@ -36,7 +36,7 @@
     {%- if not column -%}
         {{ return('') }}
     {%- endif -%}
-    {%- if column is not string or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*', column) -%}
+    {%- if not poisonwatch.is_identifier(column) -%}
         {{ exceptions.raise_compiler_error(
             "meta.tests_check_latest of " ~ tested.unique_id
             ~ " must be one column name, got: " ~ column) }}

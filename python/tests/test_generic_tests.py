@@ -20,6 +20,42 @@ CASES = {
     "injected": "{{ test_not_null_columns('pw_rows', [\"a'; drop table x;--\"]) }}",
     "string": "{{ test_not_null_columns('pw_rows', 'a') }}",
 }
+# macros/utils/is_identifier.sql, the check every macro makes before it writes a name it was
+# given into SQL: each value and whether it is one plain identifier.
+IDENTIFIERS = [
+    ("'a'", True),
+    ("'_x9'", True),
+    ("'Queue_Key_1'", True),
+    ("'9a'", False),
+    ("'a b'", False),
+    ('"a\';--"', False),
+    ("'a.b'", False),
+    ("'a\\n'", False),  # a trailing newline (Jinja unescapes \n)
+    ("'é'", False),
+    ("''", False),
+    ("none", False),
+    ("5", False),
+    ("['a']", False),
+]
+CASES["identifiers"] = "select " + ", ".join(
+    f"{{{{ poisonwatch.is_identifier({value}) }}}} as v{i}"
+    for i, (value, _) in enumerate(IDENTIFIERS)
+)
+# Callers that now ask is_identifier: a schema.table of two identifiers passes, anything else
+# (one part, three parts, a quote) is refused at compile time; so is a table alias with a quote.
+CASES["target_ok"] = (
+    "select length({{ receive_message_statement('d', 'q', 'h', 's', target_table='dbo.Parked') }})"
+    " as n from values ('Db', 'Q', '6f9619ff-8b86-d011-b42d-00c04fc964ff', 7) as t(d, q, h, s)"
+)
+for name, table in (
+    ("target_one", "Parked"),
+    ("target_three", "a.b.c"),
+    ("target_quote", "dbo.x'"),
+):
+    CASES[name] = (
+        f"{{{{ receive_message_statement('d', 'q', 'h', 's', target_table=\"{table}\") }}}}"
+    )
+CASES["alias_quote"] = '{{ attempt_order("a\'--") }}'
 
 SCRIPT = """
 import json, os
@@ -82,3 +118,16 @@ def test_not_null_columns_refuses_what_is_not_a_list_of_column_names(
 ) -> None:
     assert "not a column name" in results["injected"]["error"]
     assert "needs a list of column names" in results["string"]["error"]
+
+
+def test_is_identifier_accepts_plain_names_only(results: dict[str, Any]) -> None:
+    (row,) = results["identifiers"]["rows"]
+    expected = [want for _, want in IDENTIFIERS]
+    assert row == expected, list(zip(IDENTIFIERS, row, strict=True))
+
+
+def test_callers_refuse_names_is_identifier_refuses(results: dict[str, Any]) -> None:
+    assert results["target_ok"]["rows"][0][0] > 0
+    for name in ("target_one", "target_three", "target_quote"):
+        assert "target_table must be schema.table" in results[name]["error"], results[name]
+    assert "attempt_order expects a table alias" in results["alias_quote"]["error"]

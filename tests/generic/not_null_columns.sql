@@ -12,8 +12,7 @@
             "not_null_columns needs a list of column names, got: " ~ column_names) }}
     {%- endif -%}
     {%- for column in column_names -%}
-        {%- if column is not string
-            or not modules.re.fullmatch('[A-Za-z_][A-Za-z0-9_]*', column) -%}
+        {%- if not poisonwatch.is_identifier(column) -%}
             {{ exceptions.raise_compiler_error(
                 "not_null_columns: not a column name: " ~ column) }}
         {%- endif -%}
