@@ -285,6 +285,12 @@ CLASS_ARCHIVE_ENV = "POISONWATCH_CLASS_ARCHIVE"
 CLASS_ARCHIVE_DUMP_ENV = "POISONWATCH_CLASS_ARCHIVE_DUMP"
 
 
+# The per-virtualenv archives: `spark-classes-<key>.jsa`, the key a hash of what the archive
+# was made from (class_archive_path). The builder removes earlier ones by this name.
+CLASS_ARCHIVE_KEY_CHARS = 12
+CLASS_ARCHIVE_NAME = re.compile(rf"spark-classes-[0-9a-f]{{{CLASS_ARCHIVE_KEY_CHARS}}}\.jsa")
+
+
 def class_archive_path(java: JavaInfo) -> Path:
     """The class archive for this Java and pyspark: $POISONWATCH_CLASS_ARCHIVE when it names a
     file, else one per virtualenv, named after what it was made from."""
@@ -294,7 +300,7 @@ def class_archive_path(java: JavaInfo) -> Path:
     from importlib.metadata import version
 
     made_from = f"{Path(java.path).resolve()}|{java.text}|pyspark {version('pyspark')}"
-    key = hashlib.sha256(made_from.encode()).hexdigest()[:12]
+    key = hashlib.sha256(made_from.encode()).hexdigest()[:CLASS_ARCHIVE_KEY_CHARS]
     return Path(sys.prefix) / "share" / "poisonwatch" / f"spark-classes-{key}.jsa"
 
 

@@ -192,8 +192,20 @@ def test_commands_start_spark_with_the_class_archive(tmp_path: Path) -> None:
     assert "-Dderby.system.home=" in row["value"]  # the profile's own options are kept
 
 
-def test_only_earlier_per_venv_archives_are_removed(tmp_path: Path) -> None:
+def test_only_earlier_per_venv_archives_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from poisonwatch.config import (
+        CLASS_ARCHIVE_ENV,
+        CLASS_ARCHIVE_NAME,
+        check_java,
+        class_archive_path,
+    )
     from poisonwatch.warehouse.class_archive import stale_archives
+
+    # The name the builder looks for is the name class_archive_path gives.
+    monkeypatch.delenv(CLASS_ARCHIVE_ENV, raising=False)
+    assert CLASS_ARCHIVE_NAME.fullmatch(class_archive_path(check_java()).name)
 
     names = ["spark-classes-0123456789ab.jsa", "spark-classes-ba9876543210.jsa", "mine.jsa"]
     for name in [*names, "spark-classes-ba9876543210.classpath", "spark-classes-x.jsa"]:

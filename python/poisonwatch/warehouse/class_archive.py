@@ -11,7 +11,6 @@ take the archive's place.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -21,13 +20,11 @@ from pathlib import Path
 from poisonwatch.config import (
     CLASS_ARCHIVE_DUMP_ENV,
     CLASS_ARCHIVE_ENV,
+    CLASS_ARCHIVE_NAME,
     PoisonwatchError,
     check_java,
     class_archive_path,
 )
-
-# How config.class_archive_path names the per-virtualenv archives.
-ARCHIVE_NAME = re.compile(r"spark-classes-[0-9a-f]{12}\.jsa")
 
 # What the child does: the statements and readers the commands use, on a few rows.
 WORKLOAD = """
@@ -111,10 +108,10 @@ def stale_archives(target: Path) -> list[Path]:
     """Archives of an earlier Java or pyspark beside `target`, when `target` is one of the
     per-virtualenv archives (`spark-classes-<key>.jsa`): a file named by
     $POISONWATCH_CLASS_ARCHIVE leaves the other files of its folder alone."""
-    if not ARCHIVE_NAME.fullmatch(target.name):
+    if not CLASS_ARCHIVE_NAME.fullmatch(target.name):
         return []
     return sorted(
-        p for p in target.parent.iterdir() if p != target and ARCHIVE_NAME.fullmatch(p.name)
+        p for p in target.parent.iterdir() if p != target and CLASS_ARCHIVE_NAME.fullmatch(p.name)
     )
 
 
