@@ -41,5 +41,11 @@
             "meta.tests_check_latest of " ~ tested.unique_id
             ~ " must be one column name, got: " ~ column) }}
     {%- endif -%}
-    {{ return(column ~ ' = (select max(' ~ column ~ ') from ' ~ relation ~ ')') }}
+    {%- set newest = poisonwatch.latest_scope_value(relation, column) -%}
+    {%- if newest is none -%}
+        {{ return('') }}
+    {%- endif -%}
+    {#- No value at all (an empty relation): the subquery finds none either, and costs nothing
+        there; a constant `false` makes Spark 4 fail on some views (ASSIGNMENT_ARITY_MISMATCH). -#}
+    {{ return(column ~ ' = ' ~ (newest or '(select max(' ~ column ~ ') from ' ~ relation ~ ')')) }}
 {%- endmacro %}
