@@ -31,3 +31,20 @@ def run_py(code: str, env: dict[str, str], timeout: float = 1200) -> Any:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
     return json.loads(lines[-1][2:]) if lines else None
+
+
+def run_in_store(
+    code: str, store: Path, extra: dict[str, str] | None = None, timeout: float = 900
+) -> Any:
+    """Run `code` on a store of its own (target `local`, 1 GiB driver, `extra` added to the
+    environment) and return the JSON it printed; fail the test when it printed none."""
+    env = {
+        **os.environ,
+        "POISONWATCH_HOME": str(store),
+        "POISONWATCH_TARGET": "local",
+        "POISONWATCH_DRIVER_MEMORY": "1g",
+        **(extra or {}),
+    }
+    data = run_py(code, env, timeout=timeout)
+    assert data is not None, "the child printed no result"
+    return data

@@ -4,11 +4,10 @@ Spark over rows made to fail them: a test that cannot fail guards nothing."""
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
-from child_python import run_py
+from child_python import run_in_store
 
 pytestmark = pytest.mark.slow
 
@@ -88,16 +87,8 @@ print("@@" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "POISONWATCH_HOME": str(tmp_path_factory.mktemp("generic-tests")),
-        "POISONWATCH_TARGET": "local",
-        "POISONWATCH_DRIVER_MEMORY": "1g",
-        "PW_CASES": json.dumps(CASES),
-    }
-    data = run_py(SCRIPT, env, timeout=900)
-    assert data is not None, "the child printed no result"
-    return data
+    store = tmp_path_factory.mktemp("generic-tests")
+    return run_in_store(SCRIPT, store, {"PW_CASES": json.dumps(CASES)})
 
 
 def test_not_null_columns_names_each_column_with_nulls_and_counts_them(

@@ -6,12 +6,11 @@ identifiers; an invalid handle gives no statement at all."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
 import pytest
-from child_python import run_py
+from child_python import run_in_store
 
 from poisonwatch.remediation.plan import render_script
 
@@ -82,16 +81,8 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         {**base, "handle": GUID.upper() + "\n"},
         {**base, "handle": "A0000000-0000-4000-8000-00000000000A", "error_code": -1},
     ]
-    env = {
-        **os.environ,
-        "POISONWATCH_HOME": str(tmp_path_factory.mktemp("remediation-sql")),
-        "POISONWATCH_TARGET": "local",
-        "POISONWATCH_DRIVER_MEMORY": "1g",
-        "PW_ROWS": json.dumps(rows),
-        "PW_INLINE": INLINE,
-    }
-    data = run_py(SCRIPT, env, timeout=900)
-    assert data is not None, "the child printed no result"
+    store = tmp_path_factory.mktemp("remediation-sql")
+    data = run_in_store(SCRIPT, store, {"PW_ROWS": json.dumps(rows), "PW_INLINE": INLINE})
     by_handle = {r[0]: dict(zip(data["columns"], r, strict=True)) for r in data["rows"]}
     return [by_handle[r["handle"]] for r in rows]
 

@@ -5,11 +5,10 @@ SQL escaped (a batch value with a quote and `;--`). Real dbt and Spark on a stor
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
-from child_python import run_py
+from child_python import run_in_store
 
 pytestmark = pytest.mark.slow
 
@@ -58,15 +57,7 @@ print("@@" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "POISONWATCH_HOME": str(tmp_path_factory.mktemp("test-scope")),
-        "POISONWATCH_TARGET": "local",
-        "POISONWATCH_DRIVER_MEMORY": "1g",
-    }
-    data = run_py(SCRIPT, env, timeout=900)
-    assert data is not None, "the child printed no result"
-    return data
+    return run_in_store(SCRIPT, tmp_path_factory.mktemp("test-scope"))
 
 
 def test_a_defect_in_an_earlier_batch_is_left_alone(results: dict[str, Any]) -> None:
