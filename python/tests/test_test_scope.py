@@ -16,6 +16,7 @@ SCRIPT = """
 import json
 from dbt.cli.main import dbtRunner
 from poisonwatch.config import home, project_root
+from poisonwatch.ingest.sql import sql_string
 from poisonwatch.warehouse.engine import connect
 from poisonwatch.warehouse.schemas import create_raw_tables
 
@@ -35,10 +36,9 @@ def dbt_test():
     ]
 
 def land(engine, batch, server):
-    server_sql = "null" if server is None else repr(server)
+    server_sql = "null" if server is None else sql_string(server)
     engine.execute(
-        "insert into raw.ssb_broker_events partition (_batch_id = "
-        + "'" + batch.replace("'", "\\\\'") + "') "
+        f"insert into raw.ssb_broker_events partition (_batch_id = {sql_string(batch)}) "
         "(event_time, server_name, database_name, queue_name, event_type) values "
         f"(timestamp'2026-03-01 00:00:00', {server_sql}, 'Db', 'Q', 'BROKER_QUEUE_DISABLED')"
     )
