@@ -104,6 +104,27 @@ def test_profile_renders_store_paths(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert cluster["method"] == "thrift" and cluster["host"]
 
 
+def test_codegen_is_spark_default_unless_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scripts/test.sh turns code generation off for pytest (small inputs: compiling costs more
+    than it saves); everything else, and any other value, keeps Spark's defaults."""
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "h"))
+    keys = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+    for value, want in (
+        (None, ("true", "FALLBACK")),
+        ("on", ("true", "FALLBACK")),
+        ("yes", ("true", "FALLBACK")),
+        ("off", ("false", "NO_CODEGEN")),
+    ):
+        if value is None:
+            monkeypatch.delenv("POISONWATCH_SPARK_CODEGEN", raising=False)
+        else:
+            monkeypatch.setenv("POISONWATCH_SPARK_CODEGEN", value)
+        conf = config.spark_conf("local")
+        assert tuple(conf[k] for k in keys) == want, value
+
+
 def test_sql_command_formats(tmp_path: Path) -> None:
     env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
     query = (
