@@ -19,7 +19,9 @@
     Incremental like int_service_broker__queue_rollback_runs: attempts of new landing
     batches set a cutoff bucket (their earliest); every counted attempt from that bucket on is
     ordered again, continuing from each consumer and server's state at its last counted
-    attempt before the cutoff (attempt number, outcome, exception class and both runs).
+    attempt before the cutoff (attempt number, outcome, exception class and both runs), read
+    from the last buckets before the cutoff that still hold an attempt of each of them
+    (carry_window_filter).
 -#}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
 {%- set incremental = is_incremental() -%}
@@ -43,6 +45,14 @@
     {%- set cutoff_partition = earliest_time_bucket(
         ref('int_receive_attempts_sequenced'), new_attempts_filter, partition_seconds
     ) -%}
+    {#- Whose state is carried: every consumer and server ordered again from the cutoff. -#}
+    {%- set carried_keys_sql -%}
+        select consumer_id, server_name
+        from {{ ref('int_receive_attempts_sequenced') }} {{ new_attempts_filter }}
+        union all
+        select consumer_id, server_name
+        from {{ this }} {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
+    {%- endset -%}
 {%- endif %}
 
 with new_attempts as (
@@ -72,7 +82,10 @@ with new_attempts as (
             max_by(any_type_run, counted_attempt_number) as carried_any_type_run,
             max_by(same_type_run, counted_attempt_number) as carried_same_type_run
         from {{ this }}
-        {{ partition_bound_filter('attempt_partition', '<', cutoff_partition) }}
+        {{ carry_window_filter(
+            this, 'attempt_partition', cutoff_partition, ['consumer_id', 'server_name'],
+            carried_keys_sql
+        ) }}
         group by consumer_id, server_name
     ),
 {%- endif %}

@@ -14,11 +14,16 @@
 -- of rollbacks so far in the island.
 
 {#-
-    Incremental (Parquet, partition overwrite by the time bucket of the attempt). A run takes the
-    attempts of landing batches not processed yet, finds the time bucket of the earliest (an hour by default) (a
-    late-arriving attempt makes it early), and sequences again every attempt from that bucket
-    on, continuing from each queue's attempt number and run at its last attempt before it.
-    Buckets before the cutoff are neither read in full nor rewritten.
+    Incremental (Parquet, partition overwrite by the time bucket of the attempt). A new attempt
+    changes the runs of its queue's attempts after it up to the queue's next reset, no
+    further. So a run takes the attempts of landing batches not processed yet and rewrites
+    only the buckets that hold them (an hour by default), in segments of consecutive buckets,
+    each taking in the next bucket while a queue's island may go on past it
+    (rewrite_segments). Each segment is ordered again on its own, continuing from each
+    queue's run at its last attempt before the segment, read from the last buckets before it
+    that hold one (carry_window_filter). A late attempt in the middle of history rewrites its
+    hour, not every hour after it. queue_attempt_number counts within the bucket, so
+    buckets that are not rewritten keep theirs.
 -#}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
 {%- set incremental = is_incremental() -%}
@@ -40,75 +45,108 @@
 {%- set new_attempts_filter = unprocessed_attempts_filter(
     incremental, "broker_kind = 'service_broker'"
 ) -%}
+{%- set attempt_bucket = time_bucket('attempted_at', partition_seconds) -%}
+{%- set segment_index = '1' -%}
+{%- set carried_selects = [] -%}
 {%- if incremental -%}
-    {%- set cutoff_partition = earliest_time_bucket(
-        ref('int_receive_attempts_sequenced'), new_attempts_filter, partition_seconds
+    {#- The same rows as new_attempts below, for the queries run while compiling. -#}
+    {%- set new_attempts_sql = 'select ' ~ run_columns | join(', ') ~ ', ' ~ attempt_bucket
+        ~ ' as attempt_partition from ' ~ ref('int_receive_attempts_sequenced') ~ ' '
+        ~ new_attempts_filter -%}
+    {%- set segments = rewrite_segments(
+        this, new_attempts_sql, 'attempt_partition', 'queue_key',
+        'not is_whole_transaction_rollback'
     ) -%}
+    {#- Which segment a bucket is in (null: not rewritten), and per segment its queues' run at
+        their last attempt before it. -#}
+    {%- set cases = [] -%}
+    {%- for segment in segments -%}
+        {%- set in_segment = 'attempt_partition between ' ~ string_literal_list([segment[0]])
+            ~ ' and ' ~ string_literal_list([segment[1]]) -%}
+        {%- do cases.append('when ' ~ in_segment ~ ' then ' ~ loop.index) -%}
+        {%- set segment_keys_sql = 'select queue_key from (' ~ new_attempts_sql
+            ~ ') as new_rows where ' ~ in_segment ~ ' union all select queue_key from '
+            ~ this ~ ' where ' ~ in_segment -%}
+        {%- do carried_selects.append(
+            'select ' ~ loop.index ~ ' as segment_id, queue_key, max_by(rollback_run, '
+            ~ 'struct(attempt_partition, queue_attempt_number)) as carried_rollback_run from '
+            ~ this ~ ' ' ~ carry_window_filter(
+                this, 'attempt_partition', segment[0], ['queue_key'], segment_keys_sql
+            ) ~ ' group by queue_key'
+        ) -%}
+    {%- endfor -%}
+    {%- set segment_index = ('case ' ~ cases | join(' ') ~ ' end') if cases else 'null' -%}
 {%- endif %}
 
 with new_attempts as (
     select
-        {{ run_columns | join(',\n        ') }}
+        {{ run_columns | join(',\n        ') }},
+        {{ attempt_bucket }} as attempt_partition
     from {{ ref('int_receive_attempts_sequenced') }}
     {{ new_attempts_filter }}
 ),
 {%- if incremental %}
 
-    recent_attempts as (
+    rewritten_attempts as (
         select
-            {{ run_columns | join(',\n            ') }}
+            {{ run_columns | join(',\n            ') }},
+            attempt_partition
         from {{ this }}
-        {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
+        where {{ segment_index }} is not null
     ),
 
     carried as (
-        select
-            queue_key,
-            max(queue_attempt_number) as carried_attempt_number,
-            max_by(rollback_run, queue_attempt_number) as carried_rollback_run
-        from {{ this }}
-        {{ partition_bound_filter('attempt_partition', '<', cutoff_partition) }}
-        group by queue_key
+        {%- if carried_selects %}
+            {{ carried_selects | join(' union all ') }}
+        {%- else %}
+            select
+                0 as segment_id,
+                cast(null as string) as queue_key,
+                cast(null as bigint) as carried_rollback_run
+            where false
+        {%- endif %}
     ),
 {%- endif %}
 
 attempts as (
-    select * from new_attempts
-    {%- if incremental %}
-        union all
-        select * from recent_attempts
-    {%- endif %}
+    select
+        unioned.*,
+        {{ segment_index }} as segment_id
+    from (
+        select * from new_attempts
+        {%- if incremental %}
+            union all
+            select * from rewritten_attempts
+        {%- endif %}
+    ) as unioned
 ),
 
 islands as (
     select
         attempts.*,
-        row_number() over queue_attempts as queue_attempt_number_since_cutoff,
-        sum(case when attempts.is_whole_transaction_rollback then 0 else 1 end)
-            over queue_attempts_so_far as reset_island
-    from attempts
-    window
-        queue_attempts as (
-            partition by attempts.queue_key
+        row_number() over (
+            partition by attempts.queue_key, attempts.attempt_partition
             order by
                 {{ attempt_order('attempts', 16) }}
-        ),
-        queue_attempts_so_far as (
-            partition by attempts.queue_key
+        ) as queue_attempt_number,
+        sum(case when attempts.is_whole_transaction_rollback then 0 else 1 end) over (
+            partition by attempts.queue_key, attempts.segment_id
             order by
                 {{ attempt_order('attempts', 16) }}
             rows between unbounded preceding and current row
-        )
+        ) as reset_island
+    from attempts
 ),
 
 runs as (
     select
         islands.*,
         sum(case when islands.is_whole_transaction_rollback then 1 else 0 end) over (
-            partition by islands.queue_key, islands.reset_island
-            order by islands.queue_attempt_number_since_cutoff
+            partition by islands.queue_key, islands.segment_id, islands.reset_island
+            order by
+                {{ attempt_order('islands', 16) }}
             rows between unbounded preceding and current row
-        ) as rollback_run_since_cutoff
+        ) as rollback_run_in_island
     from islands
 ),
 
@@ -128,22 +166,22 @@ final as (
         runs.outcome,
         runs.is_whole_transaction_rollback,
         runs.reset_island,
+        runs.queue_attempt_number,
         {%- if incremental %}
-            coalesce(carried.carried_attempt_number, 0)
-            + runs.queue_attempt_number_since_cutoff as queue_attempt_number,
-            runs.rollback_run_since_cutoff + case
+            runs.rollback_run_in_island + case
                 when runs.reset_island = 0 then coalesce(carried.carried_rollback_run, 0)
                 else 0
             end as rollback_run,
         {%- else %}
-            runs.queue_attempt_number_since_cutoff as queue_attempt_number,
-            runs.rollback_run_since_cutoff as rollback_run,
+            runs.rollback_run_in_island as rollback_run,
         {%- endif %}
-        {{ time_bucket('runs.attempted_at', partition_seconds) }} as attempt_partition
+        runs.attempt_partition
     {%- if incremental %}
         from runs
         left join carried
-            on runs.queue_key = carried.queue_key
+            on
+                runs.queue_key = carried.queue_key
+                and runs.segment_id = carried.segment_id
     {%- else %}
         from runs
     {%- endif %}
