@@ -1,8 +1,8 @@
 {#-
     For a model partitioned like its upstream (insert_overwrite on `partition_column`): a
     `where` clause keeping only the upstream partitions written since this model last ran,
-    i.e. whose `watermark_column` (the run that wrote them) is newer than the newest one
-    here. Nothing on a full refresh or first run (all partitions); `where false` when no
+    i.e. whose `watermark_column` (a timestamp: the run that wrote them) is newer than the
+    newest one here. Nothing on a full refresh or first run (all partitions); `where false` when no
     partition changed, so an incremental run with no new data rewrites nothing.
     `incremental` is the model's own is_incremental() (a unit test's override reaches the
     model, not the macros it calls).
@@ -22,13 +22,20 @@
     upstream, partition_column, watermark_column, incremental
 ) -%}
     {%- if incremental -%}
-        {%- set newest_here -%}
-            (select max({{ watermark_column }}) from {{ this }})
-        {%- endset -%}
+        {#- The newest watermark here is read first and compared as a constant: Parquet's
+            min/max statistics then skip the upstream files no run wrote since (a subquery
+            in the filter made every run read the column from all of history: 3.6 s of
+            int_service_broker__queue_rollback_runs' 13 s at 10M attempts). -#}
+        {%- set newest_here = none -%}
+        {%- if execute -%}
+            {%- set newest_here = run_query(
+                'select cast(max(' ~ watermark_column ~ ') as string) from ' ~ this
+            ).columns[0].values()[0] -%}
+        {%- endif -%}
+        {%- set bound = "timestamp '0001-01-01'" if newest_here is none
+            else 'cast(' ~ string_literal_list([newest_here]) ~ ' as timestamp)' -%}
         {%- set partitions = get_column_values(
-            upstream,
-            partition_column,
-            where=watermark_column ~ ' > coalesce(' ~ newest_here ~ ", timestamp '0001-01-01')"
+            upstream, partition_column, where=watermark_column ~ ' > ' ~ bound
         ) -%}
         {%- if partitions | length > 0 -%}
             where {{ partition_column }} in ({{ string_literal_list(partitions) }})
