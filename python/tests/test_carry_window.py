@@ -16,12 +16,10 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = """
 import json
-from dbt.cli.main import dbtRunner
-from poisonwatch.config import home, project_root
+from child_dbt import compile_inline
 from poisonwatch.ingest.sql import sql_string
 from poisonwatch.warehouse.engine import connect
 
-root, store = str(project_root()), home()
 ROWS = {
     "2026-01-01 00:00:00": ["A", "B", "x';--"],
     "2026-01-01 01:00:00": ["A"],
@@ -38,13 +36,7 @@ def clause(cutoff, keys):
         "{{ carry_window_filter(api.Relation.create(schema='cw', identifier='t'), 'p', "
         f"{cutoff_sql}, ['k'], {needed!r}) }}}}"
     )
-    res = dbtRunner().invoke([
-        "compile", "--inline", inline,
-        "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
-        "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
-    ])
-    assert res.result is not None, res.exception
-    return " ".join(res.result.results[0].node.compiled_code.split())
+    return " ".join(compile_inline(inline).split())
 
 with connect("local") as e:
     e.execute("create database if not exists cw")

@@ -17,12 +17,10 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = """
 import json
-from dbt.cli.main import dbtRunner
-from poisonwatch.config import home, project_root
+from child_dbt import compile_inline
 from poisonwatch.ingest.sql import sql_string
 from poisonwatch.warehouse.engine import connect
 
-root, store = str(project_root()), home()
 COLUMNS = (
     "queue_key string, attempted_at timestamp, attempt_id string, source_file string, "
     "record_number bigint, attempt_key string, is_whole_transaction_rollback boolean, p string"
@@ -59,13 +57,7 @@ def segments(table, extensions):
         f"'select * from rs.{table}', 'p', 'queue_key', 'not is_whole_transaction_rollback', "
         f"max_extensions={extensions})) }}}}"
     )
-    res = dbtRunner().invoke([
-        "compile", "--inline", inline,
-        "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
-        "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
-    ])
-    assert res.result is not None, res.exception
-    return json.loads(res.result.results[0].node.compiled_code)
+    return json.loads(compile_inline(inline))
 
 with connect("local") as e:
     e.execute("create database if not exists rs")
