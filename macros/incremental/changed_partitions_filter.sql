@@ -2,8 +2,8 @@
     For a model partitioned like its upstream (insert_overwrite on `partition_column`): a
     `where` clause keeping only the upstream partitions written since this model last ran,
     i.e. whose `watermark_column` (a timestamp: the run that wrote them) is newer than the
-    newest one here. Nothing on a full refresh or first run (all partitions); `where false` when no
-    partition changed, so an incremental run with no new data rewrites nothing.
+    newest one here. Nothing on a full refresh or first run (all partitions); `where false`
+    when no partition changed, so an incremental run with no new data rewrites nothing.
     `incremental` is the model's own is_incremental() (a unit test's override reaches the
     model, not the macros it calls).
 -#}

@@ -19,5 +19,5 @@ def compile_inline(inline: str) -> str:
             "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
         ]
     )  # fmt: skip
-    assert res.result is not None, res.exception
+    assert res.success and res.result is not None, res.exception
     return res.result.results[0].node.compiled_code

@@ -44,24 +44,14 @@ from pw_hostile
 """  # noqa: E501
 
 SCRIPT = """
-import json, os, sys
-from pathlib import Path
-from dbt.cli.main import dbtRunner
-from poisonwatch.config import home, project_root
+import json, os
+from child_dbt import compile_inline
 from poisonwatch.warehouse.engine import connect
 rows = json.loads(os.environ["PW_ROWS"])
 with connect("local") as e:
     df = e.spark.createDataFrame(rows)
     df.createOrReplaceTempView("pw_hostile")
-    root, store = project_root(), home()
-    res = dbtRunner().invoke([
-        "compile", "--inline", os.environ["PW_INLINE"], "--project-dir", str(root),
-        "--profiles-dir", str(root), "--target", "local",
-        "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
-    ])
-    assert res.success, res.exception
-    sql = res.result.results[0].node.compiled_code
-    cols, out = e.query(sql)
+    cols, out = e.query(compile_inline(os.environ["PW_INLINE"]))
 print("@@" + json.dumps({"columns": cols, "rows": [list(r) for r in out]}))
 """
 
