@@ -28,15 +28,29 @@
             int_service_broker__queue_rollback_runs' 13 s at 10M attempts). -#}
         {%- set newest_here = none -%}
         {%- if execute -%}
-            {%- set newest_here = run_query(
-                'select cast(max(' ~ watermark_column ~ ') as string) from ' ~ this
-            ).columns[0].values()[0] -%}
+            {#- The watermark recorded after the last run (record_watermark, a metastore
+                lookup); without one, the newest value in this model's own rows. -#}
+            {%- set newest_here = poisonwatch.recorded_watermark(this, watermark_column) -%}
+            {%- if newest_here is none -%}
+                {%- set newest_here = run_query(
+                    'select cast(max(' ~ watermark_column ~ ') as string) from ' ~ this
+                ).columns[0].values()[0] -%}
+            {%- endif -%}
         {%- endif -%}
         {%- set bound = "timestamp '0001-01-01'" if newest_here is none
             else 'cast(' ~ string_literal_list([newest_here]) ~ ' as timestamp)' -%}
-        {%- set partitions = get_column_values(
-            upstream, partition_column, where=watermark_column ~ ' > ' ~ bound
-        ) -%}
+        {#- Models that ran after the same upstream run share one bound: the partitions are
+            listed once per invocation and bound (the upstream is built before them and
+            nothing rebuilds it in the same run). -#}
+        {%- set cache = graph.setdefault('poisonwatch_changed_partitions', {})
+            if execute and graph is mapping else {} -%}
+        {%- set key = upstream ~ '|' ~ partition_column ~ '|' ~ watermark_column ~ '|' ~ bound -%}
+        {%- if key not in cache -%}
+            {%- do cache.update({key: get_column_values(
+                upstream, partition_column, where=watermark_column ~ ' > ' ~ bound
+            )}) -%}
+        {%- endif -%}
+        {%- set partitions = cache[key] -%}
         {%- if partitions | length > 0 -%}
             where {{ partition_column }} in ({{ string_literal_list(partitions) }})
         {%- else -%}
