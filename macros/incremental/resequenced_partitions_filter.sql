@@ -4,6 +4,7 @@
     rewrote (`sequenced_at`) since the calling model last ran; nothing on a full refresh.
     One name for "the partitions sequenced since my last run", so every model reading the
     sequenced attempts asks it the same way. `incremental` is the model's is_incremental().
+    Its models record what they have read with the post-hook record_resequenced_watermark.
 -#}
 {% macro resequenced_partitions_filter(incremental) -%}
     {%- if incremental is not sameas true and incremental is not sameas false -%}

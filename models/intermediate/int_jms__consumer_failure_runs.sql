@@ -4,7 +4,7 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
-        post_hook="{{ record_watermark(ref('int_receive_attempts_sequenced'), 'sequenced_at') }}",
+        post_hook="{{ record_resequenced_watermark() }}",
     )
 }}
 

@@ -3,7 +3,7 @@
         materialized='incremental',
         incremental_strategy='append',
         meta={'tests_check_latest': 'sequenced_at'},
-        post_hook="{{ record_watermark(ref('int_receive_attempts_sequenced'), 'sequenced_at') }}",
+        post_hook="{{ record_resequenced_watermark() }}",
     )
 }}
 
