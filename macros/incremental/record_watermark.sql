@@ -5,8 +5,9 @@
     `poisonwatch.watermark.<column>`, read back by recorded_watermark). Every upstream
     partition at or below that value has been read, so the next run starts after it without
     scanning its own table for the newest value. Nothing when the upstream holds no value.
-    The upstream's newest value is the invocation's cached latest_scope_value: the upstream
-    was built before this model ran and nothing rebuilds it in the same run.
+    The upstream's newest value is the invocation's cached latest_value (the one the scoped
+    data tests compare with): the upstream was built before this model ran and nothing
+    rebuilds it in the same run. Nothing when that is not a timestamp.
 -#}
 {% macro record_watermark(upstream, column) -%}
     {%- if upstream is none or upstream is string or not poisonwatch.is_identifier(column) -%}
@@ -21,17 +22,12 @@
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set newest = poisonwatch.latest_scope_value(upstream, column) or '' -%}
-    {#- latest_scope_value writes `cast('<value>' as timestamp)`; only a timestamp is kept. -#}
-    {%- set match = modules.re.match(
-        "^cast\\('(\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}(\\.\\d{1,6})?)' as timestamp\\)$",
-        newest
-    ) -%}
-    {%- if not match -%}
+    {%- set newest = poisonwatch.latest_value(upstream, column) -%}
+    {%- if newest is none or newest.value is none or newest.type != 'timestamp' -%}
         {{ return('') }}
     {%- endif -%}
     alter table {{ this }} set tblproperties (
         {{ poisonwatch.string_literal_list(['poisonwatch.watermark.' ~ column]) }}
-        = {{ poisonwatch.string_literal_list([match.group(1)]) }}
+        = {{ poisonwatch.string_literal_list([newest.value]) }}
     )
 {%- endmacro %}
