@@ -1,5 +1,5 @@
-"""dbt called from a child script of `child_python.run_in_store` (the tests folder is on its
-PYTHONPATH): one way to compile a Jinja expression against that child's store."""
+"""dbt called from a child script of `child_python` (`run_py`, `SharedChild`; the tests folder
+is on its PYTHONPATH): one way to compile a Jinja expression against that child's store."""
 
 from __future__ import annotations
 

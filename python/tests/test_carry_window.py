@@ -1,16 +1,17 @@
 """The state an incremental gaps-and-islands model carries over its cutoff is read from the last
 partitions that hold every needed key, not from all of history
-(macros/incremental/carry_window_filter.sql). Real dbt and Spark on a store of its own: a
-table with five hourly partitions before the cutoff, and the clause the macro returns for
-keys found in the last partition, in the last four, in none (a new key), and with no cutoff.
-The full-refresh = incremental comparison (test_incremental.py) checks the models using it."""
+(macros/incremental/carry_window_filter.sql). Real dbt and Spark on the store these tests share
+(conftest.py): a table with five hourly partitions before the cutoff, and the clause the macro
+returns for keys found in the last partition, in the last four, in none (a new key), and with no
+cutoff. The full-refresh = incremental comparison (test_incremental.py) checks the models using
+it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from child_python import run_in_store
+from child_python import SharedChild
 
 pytestmark = pytest.mark.slow
 
@@ -59,8 +60,8 @@ EVERYTHING = "where p < '2026-01-01 05:00:00'"
 
 
 @pytest.fixture(scope="module")
-def clauses(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_in_store(SCRIPT, tmp_path_factory.mktemp("carry-window"))
+def clauses(shared_store: SharedChild) -> dict[str, Any]:
+    return shared_store.run(SCRIPT)
 
 
 def test_keys_in_the_last_partition_read_only_that_partition(clauses: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from child_python import run_in_store
+from child_python import SharedChild
 
 pytestmark = pytest.mark.slow
 
@@ -86,9 +86,8 @@ print("@@" + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    store = tmp_path_factory.mktemp("generic-tests")
-    return run_in_store(SCRIPT, store, {"PW_CASES": json.dumps(CASES)})
+def results(shared_store: SharedChild) -> dict[str, Any]:
+    return shared_store.run(SCRIPT, {"PW_CASES": json.dumps(CASES)})
 
 
 def test_not_null_columns_names_each_column_with_nulls_and_counts_them(

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 import pytest
-from child_python import run_in_store
+from child_python import SharedChild
 
 from poisonwatch.remediation.plan import render_script
 
@@ -57,7 +57,7 @@ print("@@" + json.dumps({"columns": cols, "rows": [list(r) for r in out]}))
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+def rendered(shared_store: SharedChild) -> list[dict[str, Any]]:
     base = {
         **HOSTILE,
         "error_code": 500,
@@ -71,8 +71,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         {**base, "handle": GUID.upper() + "\n"},
         {**base, "handle": "A0000000-0000-4000-8000-00000000000A", "error_code": -1},
     ]
-    store = tmp_path_factory.mktemp("remediation-sql")
-    data = run_in_store(SCRIPT, store, {"PW_ROWS": json.dumps(rows), "PW_INLINE": INLINE})
+    data = shared_store.run(SCRIPT, {"PW_ROWS": json.dumps(rows), "PW_INLINE": INLINE})
     by_handle = {r[0]: dict(zip(data["columns"], r, strict=True)) for r in data["rows"]}
     return [by_handle[r["handle"]] for r in rows]
 

@@ -1,9 +1,9 @@
 """Which partitions an incremental run of a gaps-and-islands model rewrites
-(macros/incremental/rewrite_segments.sql): the buckets holding new rows, and the next ones
-only while a key's island may go on past them. Real dbt and Spark on a store of its own: a
-table with six hourly partitions of two queues' attempts, and the segments the macro returns
-for new attempts placed before and after a reset, in a new bucket, merging, at the end of
-history, and past the extension limit. The full-refresh = incremental comparison
+(macros/incremental/rewrite_segments.sql): the buckets holding new rows, and the next ones only
+while a key's island may go on past them. Real dbt and Spark on the store these tests share
+(conftest.py): a table with six hourly partitions of two queues' attempts, and the segments the
+macro returns for new attempts placed before and after a reset, in a new bucket, merging, at the
+end of history, and past the extension limit. The full-refresh = incremental comparison
 (test_incremental.py) checks the model using it."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from child_python import run_in_store
+from child_python import SharedChild
 
 pytestmark = pytest.mark.slow
 
@@ -77,8 +77,8 @@ def hours(*pairs: tuple[str, str]) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_in_store(SCRIPT, tmp_path_factory.mktemp("rewrite-segments"))
+def found(shared_store: SharedChild) -> dict[str, Any]:
+    return shared_store.run(SCRIPT)
 
 
 def test_a_late_attempt_before_a_reset_rewrites_its_hour_only(found: dict[str, Any]) -> None:

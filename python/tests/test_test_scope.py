@@ -1,14 +1,15 @@
-"""Scoped data tests (macros/testing/test_scope_filter.sql, latest_scope_value.sql) check what
-the latest run wrote, compared with a constant read at compile time: a defect in an earlier
-batch is left alone, one in the latest batch fails the test, and the latest value reaches the
-SQL escaped (a batch value with a quote and `;--`). Real dbt and Spark on a store of its own."""
+"""Scoped data tests (macros/testing/test_scope_filter.sql, latest_scope_value.sql) check what the
+latest run wrote, compared with a constant read at compile time: a defect in an earlier batch is
+left alone, one in the latest batch fails the test, and the latest value reaches the SQL escaped
+(a batch value with a quote and `;--`). Real dbt and Spark on the store these tests share
+(conftest.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from child_python import run_in_store
+from child_python import SharedChild
 
 pytestmark = pytest.mark.slow
 
@@ -56,8 +57,8 @@ print("@@" + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_in_store(SCRIPT, tmp_path_factory.mktemp("test-scope"))
+def results(shared_store: SharedChild) -> dict[str, Any]:
+    return shared_store.run(SCRIPT)
 
 
 def test_a_defect_in_an_earlier_batch_is_left_alone(results: dict[str, Any]) -> None:

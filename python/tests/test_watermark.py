@@ -1,10 +1,10 @@
-"""Incremental models record the upstream watermark they have taken in as a table property
-after each run (macros/incremental/record_watermark.sql, a post-hook) and read it back before
-the next (recorded_watermark.sql), instead of scanning their own rows for the newest value.
-Real dbt and Spark on a store of its own: the statement the hook writes for an upstream with
-rows and for an empty one, and what is read back from a table with the property, without it,
-and with a value that is not a timestamp (hostile text included). test_incremental.py checks
-the models that use them against a full refresh."""
+"""Incremental models record the upstream watermark they have taken in as a table property after
+each run (macros/incremental/record_watermark.sql, a post-hook) and read it back before the next
+(recorded_watermark.sql), instead of scanning their own rows for the newest value. Real dbt and
+Spark on the store these tests share (conftest.py): the statement the hook writes for an
+upstream with rows and for an empty one, and what is read back from a table with the property,
+without it, and with a value that is not a timestamp (hostile text included).
+test_incremental.py checks the models that use them against a full refresh."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 import pytest
-from child_python import run_in_store
+from child_python import SharedChild
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +61,8 @@ print("@@" + json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run_in_store(SCRIPT, tmp_path_factory.mktemp("watermark"))
+def out(shared_store: SharedChild) -> dict[str, Any]:
+    return shared_store.run(SCRIPT)
 
 
 def test_the_hook_records_the_newest_upstream_value(out: dict[str, Any]) -> None:
