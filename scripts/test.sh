@@ -17,8 +17,8 @@ export TMPDIR="$WORK/tmp"
 mkdir -p "$TMPDIR"
 # Spark without code generation (profiles.yml): on the tests' small inputs compiling each
 # query costs more than it saves (the tiny bench: 192 -> 143 CPU-s, 111 -> 85 s; `poisonwatch
-# check` on the demo's store: 77 -> 64 user CPU-s). Only the demo, the main job, runs the production
-# settings.
+# check` on the demo's store: 77 -> 64 user CPU-s). Only the demo, the main job, runs the
+# production settings.
 export POISONWATCH_SPARK_CODEGEN=off
 SEED="${POISONWATCH_TEST_SEED:-11}"
 ATTEMPTS="${POISONWATCH_TEST_ATTEMPTS:-20000}"
