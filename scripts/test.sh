@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, in order: ruff, sqlfluff, pytest, then on generated data the demo (dbt
 # build with models, data tests and unit tests; remediation; the report, checked in Chromium),
-# the label agreement check and the great-expectations suites.
+# the label agreement check, the great-expectations suites and the alert sequence on the demo's
+# store.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -87,7 +88,8 @@ step pytest pytest_side_by_side
 # most 40 lines), with the production Spark settings. Then the report it wrote is opened in
 # headless Chromium, offline.
 # The workload includes the alert scenarios (after its regular traffic; issue 18).
-step demo env POISONWATCH_SPARK_CODEGEN=on python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
+step demo env POISONWATCH_SPARK_CODEGEN=on \
+    python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
     poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
     --alert-scenario all --report "$WORK/report.html"
 step report-browser python python/tests/browser.py "$WORK/report.html" \

@@ -16,14 +16,24 @@ from typing import IO, Any
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def with_tests_on_path(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the tests folder on PYTHONPATH: a child imports test fixtures
+    (`fixtures.remediation`, `child_dbt`) as the tests do."""
+    tests_dir = str(Path(__file__).resolve().parent)
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, env.get("PYTHONPATH")]))}
+
+
+def last_result(stdout: str) -> Any:
+    """The JSON of the last line starting with "@@", or None when there is none."""
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("@@")]
+    return json.loads(lines[-1][2:]) if lines else None
+
+
 def run_py(code: str, env: dict[str, str], timeout: float = 1200) -> Any:
     """Run `code` (dedented) in the project folder; fail the test when it exits non-zero."""
-    # The child imports test fixtures (`fixtures.remediation`) as the tests do.
-    tests_dir = str(Path(__file__).resolve().parent)
-    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, env.get("PYTHONPATH")]))}
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        env=env,
+        env=with_tests_on_path(env),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -31,25 +41,7 @@ def run_py(code: str, env: dict[str, str], timeout: float = 1200) -> Any:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
-    return json.loads(lines[-1][2:]) if lines else None
-
-
-def run_in_store(
-    code: str, store: Path, extra: dict[str, str] | None = None, timeout: float = 900
-) -> Any:
-    """Run `code` on a store of its own (target `local`, 1 GiB driver, `extra` added to the
-    environment) and return the JSON it printed; fail the test when it printed none."""
-    env = {
-        **os.environ,
-        "POISONWATCH_HOME": str(store),
-        "POISONWATCH_TARGET": "local",
-        "POISONWATCH_DRIVER_MEMORY": "1g",
-        **(extra or {}),
-    }
-    data = run_py(code, env, timeout=timeout)
-    assert data is not None, "the child printed no result"
-    return data
+    return last_result(proc.stdout)
 
 
 # The shared child's loop: one request per stdin line ({"code", "env"}), one reply per request
@@ -89,22 +81,23 @@ class SharedChild:
 
     def __init__(self, store: Path) -> None:
         self.store = store
+        self.log_path = store.parent / f"{store.name}-child.log"  # the child's stderr
         self.proc: subprocess.Popen[str] | None = None
         self.log: IO[str] | None = None
 
     def _start(self) -> subprocess.Popen[str]:
-        tests_dir = str(Path(__file__).resolve().parent)
         env = {
             **os.environ,
             "POISONWATCH_HOME": str(self.store),
             "POISONWATCH_TARGET": "local",
             "POISONWATCH_DRIVER_MEMORY": "1g",
-            "PYTHONPATH": os.pathsep.join(filter(None, [tests_dir, os.environ.get("PYTHONPATH")])),
         }
-        self.log = open(self.store.parent / f"{self.store.name}-child.log", "a")  # noqa: SIM115
+        if self.log is not None:
+            self.log.close()
+        self.log = open(self.log_path, "a")  # noqa: SIM115
         return subprocess.Popen(
             [sys.executable, "-u", "-c", SERVER],
-            env=env,
+            env=with_tests_on_path(env),
             cwd=ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -134,13 +127,14 @@ class SharedChild:
             watchdog.cancel()
         assert reply is not None, f"the shared child exited ({proc.poll()}): {self._log_tail()}"
         assert reply["error"] is None, reply["stdout"][-3000:] + reply["error"][-5000:]
-        lines = [ln for ln in reply["stdout"].splitlines() if ln.startswith("@@")]
-        assert lines, "the script printed no result"
-        return json.loads(lines[-1][2:])
+        data = last_result(reply["stdout"])
+        assert data is not None, "the script printed no result"
+        return data
 
     def _log_tail(self) -> str:
-        path = self.store.parent / f"{self.store.name}-child.log"
-        return path.read_text(errors="replace")[-5000:] if path.is_file() else ""
+        if not self.log_path.is_file():
+            return ""
+        return self.log_path.read_text(errors="replace")[-5000:]
 
     def close(self) -> None:
         """End the child (its JVM exits with it) and wait for it."""
