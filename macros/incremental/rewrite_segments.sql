@@ -13,8 +13,9 @@
     A late attempt in the middle of history then rewrites its hour or two, not every
     partition after it.
 
-    `new_rows_sql` selects the new rows with `key_column`, the attempt order columns
-    (attempt_order), `partition_column` (their time bucket) and what `reset_condition` reads.
+    `new_rows_sql` selects the new rows with `key_column` (a column, or a list of columns that
+    together name one stream), the order columns (`order_columns`, by default attempt_order's),
+    `partition_column` (their time bucket) and what `reset_condition` reads.
     Returns [start, end] pairs of partition names, oldest first ([] when nothing is new). More
     than `max_segments` stretches, a leak still open after the extensions, or a partition name
     that is not a time bucket give one segment from the earliest new partition on: every
@@ -22,23 +23,37 @@
 -#}
 {% macro rewrite_segments(
     relation, new_rows_sql, partition_column, key_column, reset_condition,
-    max_segments=8, max_extensions=6
+    max_segments=8, max_extensions=6, order_columns=none
 ) -%}
+    {%- set key_columns = [key_column] if key_column is string
+        else (key_column | list if key_column is sequence else []) -%}
+    {%- set order_columns = [
+            'attempted_at', 'attempt_id', 'source_file', 'record_number', 'attempt_key'
+        ] if order_columns is none
+        else (order_columns | list if order_columns is sequence and order_columns is not string
+        else []) -%}
+    {%- set columns_ok = namespace(value=key_columns | length > 0 and order_columns | length > 0) -%}
+    {%- for column in (key_columns + order_columns) if columns_ok.value -%}
+        {%- if not poisonwatch.is_identifier(column) -%}
+            {%- set columns_ok.value = false -%}
+        {%- endif -%}
+    {%- endfor -%}
     {%- if relation is none or new_rows_sql is not string or partition_column is not string
-        or key_column is not string or reset_condition is not string -%}
+        or not columns_ok.value or reset_condition is not string -%}
         {{ exceptions.raise_compiler_error(
             "rewrite_segments expects a relation, a query of the new rows, a partition column, "
-            ~ "a key column and a reset condition, got: " ~ relation ~ ", " ~ partition_column
-            ~ ", " ~ key_column ~ ", " ~ reset_condition) }}
+            ~ "a key column or list of them, a reset condition and a list of order columns, "
+            ~ "got: " ~ relation ~ ", " ~ partition_column ~ ", " ~ key_column ~ ", "
+            ~ reset_condition ~ ", " ~ order_columns) }}
     {%- endif -%}
     {{ return(adapter.dispatch('rewrite_segments', 'poisonwatch')(
-        relation, new_rows_sql, partition_column, key_column, reset_condition,
-        max_segments | int, max_extensions | int)) }}
+        relation, new_rows_sql, partition_column, key_columns, reset_condition,
+        max_segments | int, max_extensions | int, order_columns)) }}
 {%- endmacro %}
 
 {% macro default__rewrite_segments(
-    relation, new_rows_sql, partition_column, key_column, reset_condition,
-    max_segments, max_extensions
+    relation, new_rows_sql, partition_column, key_columns, reset_condition,
+    max_segments, max_extensions, order_columns
 ) -%}
     {%- if not execute -%}
         {{ return([]) }}
@@ -79,7 +94,8 @@
     {%- if state.segments | length > max_segments -%}
         {{ return(everything_from_first_new) }}
     {%- endif -%}
-    {%- set order = attempt_order('r', 0) | replace('\n', ' ') -%}
+    {%- set order = 'r.' ~ order_columns | join(', r.') -%}
+    {%- set row_key = 'struct(r.' ~ key_columns | join(', r.') ~ ')' -%}
     {%- set last = partitions | length - 1 -%}
     {%- for extension in range(max_extensions + 1) -%}
         {%- set open = [] -%}
@@ -101,12 +117,12 @@
             {%- endset -%}
             {%- set leak_query -%}
                 with candidate_rows as (
-                    select r.{{ key_column }} as row_key, struct({{ order }}) as row_order,
+                    select {{ row_key }} as row_key, struct({{ order }}) as row_order,
                         ({{ reset_condition }}) as is_reset, true as is_new,
                         {{ placed }} as segment_index
                     from ({{ new_rows_sql }}) as r
                     union all
-                    select r.{{ key_column }}, struct({{ order }}), ({{ reset_condition }}), false,
+                    select {{ row_key }}, struct({{ order }}), ({{ reset_condition }}), false,
                         {{ placed }}
                     from {{ relation }} as r
                     where {{ placed }} is not null

@@ -3,8 +3,8 @@
 while a key's island may go on past them. Real dbt and Spark on the store these tests share
 (conftest.py): a table with six hourly partitions of two queues' attempts, and the segments the
 macro returns for new attempts placed before and after a reset, in a new bucket, merging, at the
-end of history, and past the extension limit. The full-refresh = incremental comparison
-(test_incremental.py) checks the model using it."""
+end of history, and past the extension limit; and a stream named by two key columns. The
+full-refresh = incremental comparison (test_incremental.py) checks the models using it."""
 
 from __future__ import annotations
 
@@ -51,6 +51,26 @@ def rows(attempts, tag):
         )
     return out
 
+# A stream named by two columns (consumer, server) and ordered without attempt_id, as the
+# consumer failure runs are: the reset at 02:30 is s1's, so s2's new failure at 02:20 goes on
+# into 03 (its reset is at 03:40); with the consumer alone as the key it would not.
+KEYED = (
+    "consumer_id string, server_name string, attempted_at timestamp, source_file string, "
+    "record_number bigint, attempt_key string, is_success boolean, p string"
+)
+KEYED_OLD = [
+    ("s1", "02:10", False), ("s1", "02:30", True), ("s2", "02:50", False),
+    ("s2", "03:10", False), ("s1", "03:20", False), ("s2", "03:40", True), ("s1", "04:10", True),
+]
+
+def keyed_rows(attempts, tag):
+    return [
+        f"('c', {sql_string(server)}, timestamp'2026-01-01 {hhmm}:00', 'f', {i}, "
+        f"{sql_string(tag + str(i))}, {str(success).lower()}, "
+        f"{sql_string(f'2026-01-01 {hhmm[:2]}:00:00')})"
+        for i, (server, hhmm, success) in enumerate(attempts)
+    ]
+
 def segments(table, extensions):
     inline = (
         "{{ tojson(rewrite_segments(api.Relation.create(schema='rs', identifier='t'), "
@@ -67,7 +87,18 @@ with connect("local") as e:
         e.execute(f"create table rs.{name} ({COLUMNS}) using parquet")
         if attempts:
             e.execute(f"insert into rs.{name} values {', '.join(rows(attempts, name))}")
+    e.execute(f"create table rs.k ({KEYED}) using parquet partitioned by (p)")
+    e.execute(f"insert into rs.k values {', '.join(keyed_rows(KEYED_OLD, 'old'))}")
+    e.execute(f"create table rs.k_new ({KEYED}) using parquet")
+    e.execute(f"insert into rs.k_new values {', '.join(keyed_rows([('s2', '02:20', False)], 'n'))}")
 out = {name: segments(name, 1 if name == "past_the_limit" else 6) for name in NEW}
+
+for name, key in (("two_keys", "['consumer_id', 'server_name']"), ("one_key", "'consumer_id'")):
+    out[name] = json.loads(compile_inline(
+        "{{ tojson(rewrite_segments(api.Relation.create(schema='rs', identifier='k'), "
+        f"'select * from rs.k_new', 'p', {key}, 'is_success', order_columns=["
+        "'attempted_at', 'source_file', 'record_number', 'attempt_key'])) }}"
+    ))
 print("@@" + json.dumps(out))
 """
 
@@ -102,3 +133,8 @@ def test_an_island_open_past_the_limit_rewrites_to_the_newest_hour(
 ) -> None:
     assert found["past_the_limit"] == hours(("01", "05"))
     assert found["nothing"] == []
+
+
+def test_a_stream_named_by_two_columns_is_followed_per_pair(found: dict[str, Any]) -> None:
+    assert found["two_keys"] == hours(("02", "03"))
+    assert found["one_key"] == hours(("02", "02"))
