@@ -17,15 +17,23 @@
 -- counted attempt's, starts a new island.
 
 {#-
-    Incremental like int_service_broker__queue_rollback_runs: attempts of new landing
-    batches set a cutoff bucket (their earliest); every counted attempt from that bucket on is
-    ordered again, continuing from each consumer and server's state at its last counted
-    attempt before the cutoff (attempt number, outcome, exception class and both runs), read
-    from the last buckets before the cutoff that still hold an attempt of each of them
-    (carry_window_filter).
+    Incremental like int_service_broker__queue_rollback_runs (partition overwrite by the time
+    bucket of the attempt). A new attempt changes the runs of its consumer and server after it
+    up to their next acknowledgement, which resets both runs, and no further. So a run takes
+    the attempts of landing batches not processed yet and rewrites only the buckets that hold
+    them, in segments of consecutive buckets, each taking in the next bucket while a consumer
+    and server's island may go on past it (rewrite_segments). Each segment is ordered again on
+    its own, continuing from each consumer and server's state at its last counted attempt
+    before the segment (outcome, exception class and both runs), read from the last buckets
+    before it that hold one (carry_window_filter). A late attempt in the middle of history
+    rewrites its hour or two, not every hour after it. No column numbers the attempts across
+    buckets: such a number would change in every bucket after a late attempt
+    (breaker_backtest numbers them itself, on demand).
 -#}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
 {%- set incremental = is_incremental() -%}
+{%- set key_columns = ['consumer_id', 'server_name'] -%}
+{%- set order_columns = ['attempted_at', 'source_file', 'record_number', 'attempt_key'] -%}
 {%- set run_columns = [
     'attempt_key',
     'consumer_id',
@@ -42,73 +50,102 @@
 {%- set new_attempts_filter = unprocessed_attempts_filter(
     incremental, "broker_kind = 'jms' and not is_temporarily_unavailable"
 ) -%}
+{%- set attempt_bucket = time_bucket('attempted_at', partition_seconds) -%}
+{%- set segment_index = '1' -%}
+{%- set carried_selects = [] -%}
 {%- if incremental -%}
-    {%- set cutoff_partition = earliest_time_bucket(
-        ref('int_receive_attempts_sequenced'), new_attempts_filter, partition_seconds
+    {#- The same rows as new_attempts below, for the queries run while compiling. -#}
+    {%- set new_attempts_sql = 'select ' ~ run_columns | join(', ')
+        ~ ', error_key as exception_class, ' ~ attempt_bucket ~ ' as attempt_partition from '
+        ~ ref('int_receive_attempts_sequenced') ~ ' ' ~ new_attempts_filter -%}
+    {%- set segments = rewrite_segments(
+        this, new_attempts_sql, 'attempt_partition', key_columns, 'is_success',
+        order_columns=order_columns
     ) -%}
-    {#- Whose state is carried: every consumer and server ordered again from the cutoff. -#}
-    {%- set carried_keys_sql -%}
-        select consumer_id, server_name
-        from {{ ref('int_receive_attempts_sequenced') }} {{ new_attempts_filter }}
-        union all
-        select consumer_id, server_name
-        from {{ this }} {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
-    {%- endset -%}
+    {#- Which segment a bucket is in (null: not rewritten), and per segment its consumers'
+        state at their last counted attempt before it. -#}
+    {%- set last_before = 'struct(' ~ order_columns | join(', ') ~ ')' -%}
+    {%- set cases = [] -%}
+    {%- for segment in segments -%}
+        {%- set in_segment = 'attempt_partition between ' ~ string_literal_list([segment[0]])
+            ~ ' and ' ~ string_literal_list([segment[1]]) -%}
+        {%- do cases.append('when ' ~ in_segment ~ ' then ' ~ loop.index) -%}
+        {%- set segment_keys_sql = 'select ' ~ key_columns | join(', ') ~ ' from ('
+            ~ new_attempts_sql ~ ') as new_rows where ' ~ in_segment ~ ' union all select '
+            ~ key_columns | join(', ') ~ ' from ' ~ this ~ ' where ' ~ in_segment -%}
+        {%- do carried_selects.append(
+            'select ' ~ loop.index ~ ' as segment_id, consumer_id, server_name, '
+            ~ 'max_by(outcome, ' ~ last_before ~ ') as carried_outcome, '
+            ~ 'max_by(exception_class, ' ~ last_before ~ ') as carried_exception_class, '
+            ~ 'max_by(any_type_run, ' ~ last_before ~ ') as carried_any_type_run, '
+            ~ 'max_by(same_type_run, ' ~ last_before ~ ') as carried_same_type_run from '
+            ~ this ~ ' ' ~ carry_window_filter(
+                this, 'attempt_partition', segment[0], key_columns, segment_keys_sql
+            ) ~ ' group by consumer_id, server_name'
+        ) -%}
+    {%- endfor -%}
+    {%- set segment_index = ('case ' ~ cases | join(' ') ~ ' end') if cases else 'null' -%}
 {%- endif %}
 
 with new_attempts as (
     select
         {{ run_columns | join(',\n        ') }},
-        error_key as exception_class
+        error_key as exception_class,
+        {{ attempt_bucket }} as attempt_partition
     from {{ ref('int_receive_attempts_sequenced') }}
     {{ new_attempts_filter }}
 ),
 {%- if incremental %}
 
-    recent_attempts as (
+    rewritten_attempts as (
         select
             {{ run_columns | join(',\n            ') }},
-            exception_class
+            exception_class,
+            attempt_partition
         from {{ this }}
-        {{ partition_bound_filter('attempt_partition', '>=', cutoff_partition) }}
+        where {{ segment_index }} is not null
     ),
 
     carried as (
-        select
-            consumer_id,
-            server_name,
-            max(counted_attempt_number) as carried_attempt_number,
-            max_by(outcome, counted_attempt_number) as carried_outcome,
-            max_by(exception_class, counted_attempt_number) as carried_exception_class,
-            max_by(any_type_run, counted_attempt_number) as carried_any_type_run,
-            max_by(same_type_run, counted_attempt_number) as carried_same_type_run
-        from {{ this }}
-        {{ carry_window_filter(
-            this, 'attempt_partition', cutoff_partition, ['consumer_id', 'server_name'],
-            carried_keys_sql
-        ) }}
-        group by consumer_id, server_name
+        {%- if carried_selects %}
+            {{ carried_selects | join(' union all ') }}
+        {%- else %}
+            select
+                0 as segment_id,
+                cast(null as string) as consumer_id,
+                cast(null as string) as server_name,
+                cast(null as string) as carried_outcome,
+                cast(null as string) as carried_exception_class,
+                cast(null as bigint) as carried_any_type_run,
+                cast(null as bigint) as carried_same_type_run
+            where false
+        {%- endif %}
     ),
 {%- endif %}
 
 counted as (
-    select * from new_attempts
-    {%- if incremental %}
-        union all
-        select * from recent_attempts
-    {%- endif %}
+    select
+        unioned.*,
+        {{ segment_index }} as segment_id
+    from (
+        select * from new_attempts
+        {%- if incremental %}
+            union all
+            select * from rewritten_attempts
+        {%- endif %}
+    ) as unioned
 ),
 
 ordered as (
     select
         counted.*,
-        row_number() over consumer_attempts as attempt_number_since_cutoff,
-        lag(counted.outcome) over consumer_attempts as previous_outcome_since_cutoff,
+        row_number() over consumer_attempts as attempt_number_in_segment,
+        lag(counted.outcome) over consumer_attempts as previous_outcome_in_segment,
         lag(counted.exception_class) over consumer_attempts
-            as previous_exception_class_since_cutoff
+            as previous_exception_class_in_segment
     from counted
     window consumer_attempts as (
-        partition by counted.consumer_id, counted.server_name
+        partition by counted.consumer_id, counted.server_name, counted.segment_id
         order by
             counted.attempted_at,
             counted.source_file,
@@ -118,32 +155,24 @@ ordered as (
 ),
 
 continued as (
-    {#- The first attempt after the cutoff looks back at the state carried over it. #}
+    {#- The first attempt of a segment looks back at the state carried into it. #}
     select
-        ordered.* except (
-            attempt_number_since_cutoff,
-            previous_outcome_since_cutoff,
-            previous_exception_class_since_cutoff
-        ),
-        ordered.attempt_number_since_cutoff,
+        ordered.* except (previous_outcome_in_segment, previous_exception_class_in_segment),
         {%- if incremental %}
-            coalesce(carried.carried_attempt_number, 0)
-            + ordered.attempt_number_since_cutoff as counted_attempt_number,
             case
-                when ordered.attempt_number_since_cutoff = 1 then carried.carried_outcome
-                else ordered.previous_outcome_since_cutoff
+                when ordered.attempt_number_in_segment = 1 then carried.carried_outcome
+                else ordered.previous_outcome_in_segment
             end as previous_outcome,
             case
-                when ordered.attempt_number_since_cutoff = 1
+                when ordered.attempt_number_in_segment = 1
                     then carried.carried_exception_class
-                else ordered.previous_exception_class_since_cutoff
+                else ordered.previous_exception_class_in_segment
             end as previous_exception_class,
             coalesce(carried.carried_any_type_run, 0) as carried_any_type_run,
             coalesce(carried.carried_same_type_run, 0) as carried_same_type_run
         {%- else %}
-            ordered.attempt_number_since_cutoff as counted_attempt_number,
-            ordered.previous_outcome_since_cutoff as previous_outcome,
-            ordered.previous_exception_class_since_cutoff as previous_exception_class,
+            ordered.previous_outcome_in_segment as previous_outcome,
+            ordered.previous_exception_class_in_segment as previous_exception_class,
             0 as carried_any_type_run,
             0 as carried_same_type_run
         {%- endif %}
@@ -153,6 +182,7 @@ continued as (
             on
                 ordered.consumer_id = carried.consumer_id
                 and ordered.server_name = carried.server_name
+                and ordered.segment_id = carried.segment_id
     {%- else %}
         from ordered
     {%- endif %}
@@ -169,8 +199,8 @@ flagged as (
             else 0
         end as starts_same_type_island,
         sum(case when continued.is_success then 1 else 0 end) over (
-            partition by continued.consumer_id, continued.server_name
-            order by continued.attempt_number_since_cutoff
+            partition by continued.consumer_id, continued.server_name, continued.segment_id
+            order by continued.attempt_number_in_segment
             rows between unbounded preceding and current row
         ) as any_type_island
     from continued
@@ -180,33 +210,55 @@ islands as (
     select
         flagged.*,
         sum(flagged.starts_same_type_island) over (
-            partition by flagged.consumer_id, flagged.server_name
-            order by flagged.attempt_number_since_cutoff
+            partition by flagged.consumer_id, flagged.server_name, flagged.segment_id
+            order by flagged.attempt_number_in_segment
             rows between unbounded preceding and current row
         ) as same_type_island
     from flagged
 ),
 
-runs as (
+runs_in_islands as (
     select
         islands.*,
         sum(case when islands.is_failure then 1 else 0 end) over (
-            partition by islands.consumer_id, islands.server_name, islands.any_type_island
-            order by islands.attempt_number_since_cutoff
+            partition by
+                islands.consumer_id,
+                islands.server_name,
+                islands.segment_id,
+                islands.any_type_island
+            order by islands.attempt_number_in_segment
             rows between unbounded preceding and current row
         ) as any_type_run_in_island,
         sum(case when islands.is_failure then 1 else 0 end) over (
-            partition by islands.consumer_id, islands.server_name, islands.same_type_island
-            order by islands.attempt_number_since_cutoff
+            partition by
+                islands.consumer_id,
+                islands.server_name,
+                islands.segment_id,
+                islands.same_type_island
+            order by islands.attempt_number_in_segment
             rows between unbounded preceding and current row
         ) as same_type_run_in_island
     from islands
 ),
 
 {#
-    Island 0 is the stretch before the first reset after the cutoff: it continues the run
-    carried over the cutoff (0 on a full refresh).
+    Island 0 is the stretch of a segment before its first reset: it continues the run carried
+    into the segment (0 on a full refresh).
 #}
+runs as (
+    select
+        runs_in_islands.*,
+        runs_in_islands.any_type_run_in_island + case
+            when runs_in_islands.any_type_island = 0 then runs_in_islands.carried_any_type_run
+            else 0
+        end as any_type_run,
+        runs_in_islands.same_type_run_in_island + case
+            when runs_in_islands.same_type_island = 0 then runs_in_islands.carried_same_type_run
+            else 0
+        end as same_type_run
+    from runs_in_islands
+),
+
 final as (
     select
         runs.attempt_key,
@@ -221,19 +273,14 @@ final as (
         runs.is_failure,
         runs.is_success,
         runs.exception_class,
-        runs.counted_attempt_number,
         runs.previous_outcome,
         runs.previous_exception_class,
         runs.starts_same_type_island,
         runs.any_type_island,
         runs.same_type_island,
-        runs.any_type_run_in_island
-        + case when runs.any_type_island = 0 then runs.carried_any_type_run else 0 end
-            as any_type_run,
-        runs.same_type_run_in_island
-        + case when runs.same_type_island = 0 then runs.carried_same_type_run else 0 end
-            as same_type_run,
-        {{ time_bucket('runs.attempted_at', partition_seconds) }} as attempt_partition
+        runs.any_type_run,
+        runs.same_type_run,
+        runs.attempt_partition
     from runs
 )
 

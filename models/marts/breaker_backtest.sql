@@ -13,7 +13,7 @@
 -- run ended with an acknowledgement it was premature (the consumer recovered by itself).
 -- Scheduled groups are not replayed.
 
-with runs as (
+with consumer_failure_runs as (
     select * from {{ ref('int_jms__consumer_failure_runs') }}
 ),
 
@@ -79,6 +79,25 @@ candidates as (
         on
             candidate_names.candidate_name = default_row.candidate_name
             and default_row.consumer_id = '*'
+),
+
+{#
+    Each consumer and server's counted attempts numbered across all of history: the model
+    does not keep such a number (a late attempt would change it in every bucket after it), and
+    this replay reads all of history anyway.
+#}
+runs as (
+    select
+        consumer_failure_runs.*,
+        row_number() over (
+            partition by consumer_failure_runs.consumer_id, consumer_failure_runs.server_name
+            order by
+                consumer_failure_runs.attempted_at,
+                consumer_failure_runs.source_file,
+                consumer_failure_runs.record_number,
+                consumer_failure_runs.attempt_key
+        ) as counted_attempt_number
+    from consumer_failure_runs
 ),
 
 run_failures as (
