@@ -4,7 +4,10 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
-        post_hook="{{ record_resequenced_watermark() }}",
+        post_hook=[
+            "{{ record_resequenced_watermark() }}",
+            "drop view if exists {{ cached_rows_view(this) }}",
+        ],
     )
 }}
 
@@ -50,10 +53,12 @@
 {%- set segment_index = '1' -%}
 {%- set carried_selects = [] -%}
 {%- if incremental -%}
-    {#- The same rows as new_attempts below, for the queries run while compiling. -#}
+    {#- The new attempts; on a full refresh new_attempts below reads them directly. -#}
     {%- set new_attempts_sql = 'select ' ~ run_columns | join(', ') ~ ', ' ~ attempt_bucket
         ~ ' as attempt_partition from ' ~ ref('int_receive_attempts_sequenced') ~ ' '
         ~ new_attempts_filter -%}
+    {#- Read by the queries run while compiling and by new_attempts: cached once. -#}
+    {%- set new_attempts_sql = cache_rows(this, new_attempts_sql) -%}
     {%- set segments = rewrite_segments(
         this, new_attempts_sql, 'attempt_partition', 'queue_key',
         'not is_whole_transaction_rollback'
@@ -80,11 +85,15 @@
 {%- endif %}
 
 with new_attempts as (
-    select
-        {{ run_columns | join(',\n        ') }},
-        {{ attempt_bucket }} as attempt_partition
-    from {{ ref('int_receive_attempts_sequenced') }}
-    {{ new_attempts_filter }}
+    {%- if incremental %}
+        select * from {{ cached_rows_view(this) }}
+    {%- else %}
+        select
+            {{ run_columns | join(',\n            ') }},
+            {{ attempt_bucket }} as attempt_partition
+        from {{ ref('int_receive_attempts_sequenced') }}
+        {{ new_attempts_filter }}
+    {%- endif %}
 ),
 {%- if incremental %}
 
