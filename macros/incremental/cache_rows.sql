@@ -5,7 +5,9 @@
     (cached_rows_view), and returns a query of that view, so each later read scans a few
     thousand cached rows instead of the upstream table's rewritten partitions again. The view
     lives in dbt's Spark session; the model drops it in a post-hook (`drop view if exists`,
-    which also frees its cache). While parsing nothing runs and `sql` is returned as it is.
+    which also frees its cache). Only `dbt run` and `dbt build` cache: while parsing, and in
+    commands that compile without running hooks (`compile`, `docs generate`, sqlfluff's
+    templater), nothing runs and `sql` is returned as it is, so no view is left behind.
 -#}
 {% macro cache_rows(relation, sql) -%}
     {%- if relation is none or sql is not string or sql | trim | length == 0 -%}
@@ -16,7 +18,7 @@
 {%- endmacro %}
 
 {% macro default__cache_rows(relation, sql) -%}
-    {%- if not execute -%}
+    {%- if not execute or flags.WHICH not in ('run', 'build') -%}
         {{ return(sql) }}
     {%- endif -%}
     {%- set view = poisonwatch.cached_rows_view(relation) -%}

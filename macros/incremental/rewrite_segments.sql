@@ -38,7 +38,8 @@
             {%- set columns_ok.value = false -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- if relation is none or new_rows_sql is not string or partition_column is not string
+    {%- if relation is none or new_rows_sql is not string
+        or not poisonwatch.is_identifier(partition_column)
         or not columns_ok.value or reset_condition is not string -%}
         {{ exceptions.raise_compiler_error(
             "rewrite_segments expects a relation, a query of the new rows, a partition column, "

@@ -57,7 +57,7 @@
 {%- set segment_index = '1' -%}
 {%- set carried_selects = [] -%}
 {%- if incremental -%}
-    {#- The new attempts; on a full refresh new_attempts below reads them directly. -#}
+    {#- The new attempts (a full refresh reads them in new_attempts below). -#}
     {%- set new_attempts_sql = 'select ' ~ run_columns | join(', ')
         ~ ', error_key as exception_class, ' ~ attempt_bucket ~ ' as attempt_partition from '
         ~ ref('int_receive_attempts_sequenced') ~ ' ' ~ new_attempts_filter -%}
@@ -94,7 +94,7 @@
 
 with new_attempts as (
     {%- if incremental %}
-        select * from {{ cached_rows_view(this) }}
+        select * from ({{ new_attempts_sql }}) as new_rows
     {%- else %}
         select
             {{ run_columns | join(',\n            ') }},

@@ -104,7 +104,7 @@ run_failures as (
     select
         runs.consumer_id,
         runs.server_name,
-        {# The counted attempt that started the run: a stable id across incremental runs. #}
+        {# The counted attempt that started the run: it names the run within this replay. #}
         runs.counted_attempt_number - runs.any_type_run + 1 as run_start_number,
         runs.counted_attempt_number,
         runs.any_type_run,

@@ -5,10 +5,10 @@ or consumer's run from the state carried into the rewritten hours. The generated
 test_incremental.py seldom has a run open across an hour's edge where its late files land, so
 this module lands hand-written attempts that do: runs of failures crossing hours, a late
 failure in the middle of history, a new hour at the end, and a second server whose runs are
-carried without a new attempt of its own. Real ingest, dbt and Spark on the store these tests
-share (conftest.py). Checked: the runs after the incremental run, attempt by attempt, against
-the values the rules give and against a full refresh; and that hours outside the segments kept
-their files."""
+carried without a new attempt of its own, once from a row of the other segment of the same
+run. Real ingest, dbt and Spark on the store these tests share (conftest.py). Checked: the runs
+after the incremental run, attempt by attempt, against the values the rules give and against a
+full refresh; and that hours outside the segments kept their files."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ JMS = [
     ("S1", "04:21", "acknowledged", None, False),
     ("S1", "05:26", "rolled_back", E3, False),
     ("S1", "06:31", "rolled_back", E3, True),
+    ("S2", "06:40", "rolled_back", E1, False),
 ]
 # Service Broker: one queue; (hh:mm, outcome, late).
 SSB = [
@@ -175,6 +176,8 @@ def test_failure_runs_continue_across_hours_after_a_late_failure(found: dict[str
         ["S2", "00:03", 1, 1, None, None],
         # S2 has no new attempt: its run is carried into the rewritten hour 02 from 00:03
         ["S2", "02:12", 2, 2, "rolled_back", e1],
+        # carried into hour 06 from 02:12, a row of the other segment rewritten in this run
+        ["S2", "06:40", 3, 3, "rolled_back", e1],
     ]
 
 
