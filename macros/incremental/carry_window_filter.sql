@@ -14,15 +14,8 @@
     `where false` when there is no cutoff (nothing new: read nothing).
 -#}
 {% macro carry_window_filter(relation, partition_column, cutoff, key_columns, needed_keys_sql) -%}
-    {%- set keys_ok = namespace(value=key_columns is not string and key_columns is sequence
-        and key_columns | length > 0) -%}
-    {%- for column in key_columns if keys_ok.value -%}
-        {%- if not poisonwatch.is_identifier(column) -%}
-            {%- set keys_ok.value = false -%}
-        {%- endif -%}
-    {%- endfor -%}
     {%- if relation is none or not poisonwatch.is_identifier(partition_column)
-        or not keys_ok.value or needed_keys_sql is not string -%}
+        or not poisonwatch.is_identifier_list(key_columns) or needed_keys_sql is not string -%}
         {{ exceptions.raise_compiler_error(
             "carry_window_filter expects a relation, a partition column, a list of key columns "
             ~ "and a query of the needed keys, got: " ~ relation ~ ", " ~ partition_column

@@ -25,22 +25,12 @@
     relation, new_rows_sql, partition_column, key_column, reset_condition,
     max_segments=8, max_extensions=6, order_columns=none
 ) -%}
-    {%- set key_columns = [key_column] if key_column is string
-        else (key_column | list if key_column is sequence else []) -%}
-    {%- set order_columns = [
-            'attempted_at', 'attempt_id', 'source_file', 'record_number', 'attempt_key'
-        ] if order_columns is none
-        else (order_columns | list if order_columns is sequence and order_columns is not string
-        else []) -%}
-    {%- set columns_ok = namespace(value=key_columns | length > 0 and order_columns | length > 0) -%}
-    {%- for column in (key_columns + order_columns) if columns_ok.value -%}
-        {%- if not poisonwatch.is_identifier(column) -%}
-            {%- set columns_ok.value = false -%}
-        {%- endif -%}
-    {%- endfor -%}
+    {%- set key_columns = [key_column] if key_column is string else key_column -%}
     {%- if relation is none or new_rows_sql is not string
         or not poisonwatch.is_identifier(partition_column)
-        or not columns_ok.value or reset_condition is not string -%}
+        or not poisonwatch.is_identifier_list(key_columns)
+        or not (order_columns is none or poisonwatch.is_identifier_list(order_columns))
+        or reset_condition is not string -%}
         {{ exceptions.raise_compiler_error(
             "rewrite_segments expects a relation, a query of the new rows, a partition column, "
             ~ "a key column or list of them, a reset condition and a list of order columns, "
@@ -95,7 +85,8 @@
     {%- if state.segments | length > max_segments -%}
         {{ return(everything_from_first_new) }}
     {%- endif -%}
-    {%- set order = 'r.' ~ order_columns | join(', r.') -%}
+    {%- set order = (attempt_order('r', 0) | replace('\n', ' ')) if order_columns is none
+        else 'r.' ~ order_columns | join(', r.') -%}
     {%- set row_key = 'struct(r.' ~ key_columns | join(', r.') ~ ')' -%}
     {%- set last = partitions | length - 1 -%}
     {%- for extension in range(max_extensions + 1) -%}

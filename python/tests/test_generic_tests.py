@@ -55,6 +55,34 @@ for name, table in (
         f"{{{{ receive_message_statement('d', 'q', 'h', 's', target_table=\"{table}\") }}}}"
     )
 CASES["alias_quote"] = '{{ attempt_order("a\'--") }}'
+# macros/utils/is_identifier_list.sql: several column names, each one plain identifier.
+IDENTIFIER_LISTS = [
+    ("['a', 'b_1']", True),
+    ("['a']", True),
+    ("[]", False),
+    ("'a'", False),
+    ("['a', 'b c']", False),
+    ('["a\';--"]', False),
+    ("none", False),
+    ("{'a': 1}", False),
+    ("[5]", False),
+]
+CASES["identifier_lists"] = "select " + ", ".join(
+    f"{{{{ poisonwatch.is_identifier_list({value}) }}}} as v{i}"
+    for i, (value, _) in enumerate(IDENTIFIER_LISTS)
+)
+# Its callers refuse a key or order column that is not one, at compile time.
+TABLE = "api.Relation.create(schema='s', identifier='t')"
+CASES["segments_key_quote"] = (
+    f"{{{{ rewrite_segments({TABLE}, 'select 1', 'p', ['consumer_id', \"s'--\"], 'is_success') }}}}"
+)
+CASES["segments_order_string"] = (
+    f"{{{{ rewrite_segments({TABLE}, 'select 1', 'p', 'k', 'is_success', "
+    "order_columns='attempted_at') }}"
+)
+CASES["carry_key_quote"] = (
+    f"{{{{ carry_window_filter({TABLE}, 'p', none, [\"k'--\"], 'select 1') }}}}"
+)
 
 SCRIPT = """
 import json, os
@@ -121,3 +149,17 @@ def test_callers_refuse_names_is_identifier_refuses(results: dict[str, Any]) -> 
     for name in ("target_one", "target_three", "target_quote"):
         assert "target_table must be schema.table" in results[name]["error"], results[name]
     assert "attempt_order expects a table alias" in results["alias_quote"]["error"]
+
+
+def test_is_identifier_list_accepts_lists_of_plain_names_only(results: dict[str, Any]) -> None:
+    (row,) = results["identifier_lists"]["rows"]
+    expected = [want for _, want in IDENTIFIER_LISTS]
+    assert row == expected, list(zip(IDENTIFIER_LISTS, row, strict=True))
+
+
+def test_run_model_macros_refuse_column_names_that_are_not_identifiers(
+    results: dict[str, Any],
+) -> None:
+    for name in ("segments_key_quote", "segments_order_string"):
+        assert "rewrite_segments expects" in results[name]["error"], results[name]
+    assert "carry_window_filter expects" in results["carry_key_quote"]["error"]
