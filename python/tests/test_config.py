@@ -213,6 +213,32 @@ def test_commands_start_spark_with_the_class_archive(tmp_path: Path) -> None:
     assert "-Dderby.system.home=" in row["value"]  # the profile's own options are kept
 
 
+def test_driver_java_options_reach_the_driver_jvm(tmp_path: Path) -> None:
+    """POISONWATCH_DRIVER_JAVA_OPTIONS (scripts/test.sh's JIT and GC options) is appended to the
+    profile's own options, and the JVM that runs the queries was started with it."""
+    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
+    env["POISONWATCH_DRIVER_JAVA_OPTIONS"] = "-Dpoisonwatch.probe=on -XX:+UseSerialGC"
+    query = "select java_method('java.lang.System', 'getProperty', 'poisonwatch.probe') as probe"
+    proc = subprocess.run(
+        [str(BIN / "poisonwatch"), "sql", query, "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert row["probe"] == "on"
+    conf = subprocess.run(
+        [str(BIN / "poisonwatch"), "sql", "set spark.driver.extraJavaOptions", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (options,) = [json.loads(line)["value"] for line in conf.stdout.splitlines()]
+    assert "-Dderby.system.home=" in options and "-XX:+UseSerialGC" in options
+
+
 def test_only_earlier_per_venv_archives_are_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
