@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite, in order: ruff, sqlfluff, pytest, then on generated data the demo (dbt
-# build with models, data tests and unit tests; remediation; the report, checked in Chromium),
-# the label agreement check, the great-expectations suites and the alert sequence on the demo's
-# store.
+# The whole test suite: ruff and sqlfluff, then two lanes side by side: pytest, and beside it the
+# broker tests followed by the demo on generated data (dbt build with models, data tests and unit
+# tests; remediation; the report, checked in Chromium), the label agreement check, the
+# great-expectations suites and the alert sequence on the demo's store.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,7 @@ export POISONWATCH_TARGET=local
 WORK="${POISONWATCH_TEST_WORK:-$ROOT/.poisonwatch/test-run}"
 rm -rf "$WORK"
 mkdir -p "$WORK"
+# The demo's store; pytest and the broker tests get stores of their own (each lane one store).
 export POISONWATCH_HOME="$WORK/store"
 export TMPDIR="$WORK/tmp"
 mkdir -p "$TMPDIR"
@@ -32,8 +33,10 @@ export POISONWATCH_DRIVER_JAVA_OPTIONS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1
 SEED="${POISONWATCH_TEST_SEED:-11}"
 ATTEMPTS="${POISONWATCH_TEST_ATTEMPTS:-20000}"
 
-passed=0
-failed=()
+# Each step appends "<name> ok" or "<name> FAILED" here: the steps of the second lane run in a
+# background subshell, whose variables the summary would not see.
+RESULTS="$WORK/steps.txt"
+: >"$RESULTS"
 step() {
     local name=$1
     shift
@@ -41,10 +44,10 @@ step() {
     local start=$SECONDS
     if "$@"; then
         echo "=== [$name] ok ($((SECONDS - start)) s)"
-        passed=$((passed + 1))
+        echo "$name ok" >>"$RESULTS"
     else
         echo "=== [$name] FAILED ($((SECONDS - start)) s)"
-        failed+=("$name")
+        echo "$name FAILED" >>"$RESULTS"
     fi
 }
 
@@ -63,65 +66,91 @@ step ruff-format ruff format --check python
 # parse and lint what it rendered (63 s with one process, 38 s with two, same findings;
 # sqlfluff#7666 explains why it is not 2x).
 step sqlfluff sqlfluff lint models analyses --processes 2
-# Two pytest runs side by side. The broker tests spend most of their time waiting on a real
-# broker (redelivery delays, consumers, restarts): alone, the end-to-end module used 170 CPU-s
-# in 197 s (0.86 of the 2 cores) and test_broker.py 5 CPU-s in 20 s. So they run beside the
-# rest of the suite, which is CPU-bound (Spark), in a process of their own with their own temp
-# folder and store; their output is printed after the main run's. (pytest-xdist over the whole
-# suite gained only 10 %: two CPU-bound Spark tests at once each take twice as long.)
+
+# Then two lanes side by side, each in a store of its own:
+#   lane 1: pytest without the broker tests (Spark tests, one at a time);
+#   lane 2: the broker tests (they mostly wait on a real broker), then the demo and every step
+#           on the demo's store.
+# With the JIT options above, one Spark test at a time keeps the two cores only 55-62 % busy
+# (sampled every 5 s in CI42, once the broker tests had ended), so the second lane has a core to
+# use. (It did not pay with the JVM's default JIT, which kept them 88 % busy: CI30, a3b1ae8.)
+# Lane 2's output is printed after lane 1's. (pytest-xdist over the whole suite gained only 10 %:
+# two CPU-bound Spark tests at once each take twice as long.)
 # --durations: the slowest tests, so a CI log says where the minutes went.
 BESIDE=(python/tests/test_broker_e2e.py python/tests/test_broker.py)
-pytest_side_by_side() {
-    local log="$WORK/pytest-beside.log"
-    POISONWATCH_HOME="$WORK/store-beside" python -m pytest -q -p no:cacheprovider "${BESIDE[@]}" \
-        -m "not cluster" --basetemp "$WORK/pytest-beside" --durations=5 >"$log" 2>&1 &
-    local beside=$!
-    trap "kill $beside 2>/dev/null" EXIT
+
+pytest_main() {
     local ignore=()
     for path in "${BESIDE[@]}"; do ignore+=(--ignore "$path"); done
-    python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" "${ignore[@]}" \
+    POISONWATCH_HOME="$WORK/store-pytest" \
+        python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" "${ignore[@]}" \
         --basetemp "$WORK/pytest-main" --durations=25
-    local main_rc=$?
-    wait "$beside"
-    local beside_rc=$?
-    trap - EXIT
-    echo "--- ${BESIDE[*]} (ran beside the tests above; exit code $beside_rc):"
-    cat "$log"
-    [ "$main_rc" -eq 0 ] && [ "$beside_rc" -eq 0 ]
 }
-step pytest pytest_side_by_side
-# The pipeline is `poisonwatch demo` (generate → ingest → dbt build with unit tests → label
-# agreement → plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen
-# is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
-# most 40 lines), with the production Spark settings. Then the report it wrote is opened in
-# headless Chromium, offline.
-# The workload includes the alert scenarios (after its regular traffic; issue 18).
-step demo env POISONWATCH_SPARK_CODEGEN=on POISONWATCH_DRIVER_JAVA_OPTIONS= \
-    python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
-    poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
-    --alert-scenario all --report "$WORK/report.html"
-step report-browser python python/tests/browser.py "$WORK/report.html" \
-    --screenshot "$WORK/report.png"
-# The incremental models render their `is_incremental()` branch now that their tables exist:
-# lint them again so both renderings are held to the same style (issue 16). Only they render
-# differently, so only they are linted again (the whole folder took 89-115 s, 45 files).
-mapfile -t INCREMENTAL_SQL < <(grep -rl --include='*.sql' 'is_incremental()' models | sort)
-step sqlfluff-built sqlfluff lint "${INCREMENTAL_SQL[@]}" --processes 2
-step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" --target-path "$WORK/dbt-docs"
-step verify poisonwatch verify "$WORK/landing/labels.jsonl"
-step check poisonwatch check
-# Issue 18 on the demo's store (its workload has the alert scenarios; the demo applied the
-# remediation): the backtest prints a recommendation per queue and agrees with the labels; the
-# alerts are raised (exit 2: critical); after a later snapshot (the follow-up) the spike and the
-# stalled queues have resolved (exit 0 for those kinds).
-step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
-step alerts-raised expect_exit 2 poisonwatch alerts
-step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" --attempts "$ATTEMPTS" \
-    --alert-scenario all --follow-up
-step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
-step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
-step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike --kind queue_stalled
 
+pytest_broker() {
+    POISONWATCH_HOME="$WORK/store-beside" \
+        python -m pytest -q -p no:cacheprovider "${BESIDE[@]}" -m "not cluster" \
+        --basetemp "$WORK/pytest-beside" --durations=5
+}
+
+# The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.
+demo_and_its_store() {
+    # The pipeline is `poisonwatch demo` (generate → ingest → dbt build with unit tests → label
+    # agreement → plan → apply → dbt build → report) under an 80-column pseudo-terminal: the
+    # screen is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary
+    # of at most 40 lines), with the production Spark and JVM settings. Then the report it wrote
+    # is opened in headless Chromium, offline.
+    # The workload includes the alert scenarios (after its regular traffic; issue 18).
+    step demo env POISONWATCH_SPARK_CODEGEN=on POISONWATCH_DRIVER_JAVA_OPTIONS= \
+        python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
+        poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
+        --alert-scenario all --report "$WORK/report.html"
+    step report-browser python python/tests/browser.py "$WORK/report.html" \
+        --screenshot "$WORK/report.png"
+    # The incremental models render their `is_incremental()` branch now that their tables
+    # exist: lint them again so both renderings are held to the same style (issue 16). Only
+    # they render differently, so only they are linted again (the whole folder took 89-115 s,
+    # 45 files).
+    local incremental_sql
+    mapfile -t incremental_sql < <(grep -rl --include='*.sql' 'is_incremental()' models | sort)
+    step sqlfluff-built sqlfluff lint "${incremental_sql[@]}" --processes 2
+    step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" \
+        --target-path "$WORK/dbt-docs"
+    step verify poisonwatch verify "$WORK/landing/labels.jsonl"
+    step check poisonwatch check
+    # Issue 18 on the demo's store (its workload has the alert scenarios; the demo applied the
+    # remediation): the backtest prints a recommendation per queue and agrees with the labels;
+    # the alerts are raised (exit 2: critical); after a later snapshot (the follow-up) the spike
+    # and the stalled queues have resolved (exit 0 for those kinds).
+    step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
+    step alerts-raised expect_exit 2 poisonwatch alerts
+    step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" \
+        --attempts "$ATTEMPTS" --alert-scenario all --follow-up
+    step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
+    step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
+    step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike \
+        --kind queue_stalled
+}
+
+lane_two() {
+    step pytest-broker pytest_broker
+    demo_and_its_store
+}
+
+LANE_TWO_LOG="$WORK/lane-two.log"
+lane_two >"$LANE_TWO_LOG" 2>&1 &
+lane_two_pid=$!
+trap "pkill -P $lane_two_pid 2>/dev/null; kill $lane_two_pid 2>/dev/null" EXIT
+step pytest pytest_main
+lane_one_seconds=$SECONDS
+wait "$lane_two_pid"
+trap - EXIT
+echo "--- lane two (the broker tests, then the demo and the steps on its store; it ran beside"
+echo "--- pytest, which finished at ${lane_one_seconds} s, and ended at ${SECONDS} s):"
+cat "$LANE_TWO_LOG"
+
+passed=$(grep -c ' ok$' "$RESULTS")
+mapfile -t failed < <(grep ' FAILED$' "$RESULTS" | cut -d' ' -f1)
 echo "poisonwatch tests finished in ${SECONDS} s${failed:+; failed steps: ${failed[*]}}"
 echo "steps: $passed passed, ${#failed[@]} failed"
 [ ${#failed[@]} -eq 0 ]
