@@ -125,12 +125,8 @@ def test_codegen_is_spark_default_unless_turned_off(
         assert tuple(conf[k] for k in keys) == want, value
 
 
-def test_sql_command_formats(tmp_path: Path) -> None:
-    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
-    query = (
-        "select 1 as n, 'it''s ok' as s, timestamp'2026-03-01 10:00:00.123456' as at "
-        "union all select 2, null, null"
-    )
+def _sql_json(env: dict[str, str], query: str) -> list[dict]:
+    """The rows `poisonwatch sql --format json` prints for one query (it must succeed)."""
     proc = subprocess.run(
         [str(BIN / "poisonwatch"), "sql", query, "--format", "json"],
         env=env,
@@ -138,7 +134,16 @@ def test_sql_command_formats(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
+def test_sql_command_formats(tmp_path: Path) -> None:
+    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
+    query = (
+        "select 1 as n, 'it''s ok' as s, timestamp'2026-03-01 10:00:00.123456' as at "
+        "union all select 2, null, null"
+    )
+    rows = _sql_json(env, query)
     assert rows == [
         {"n": 1, "s": "it's ok", "at": "2026-03-01T10:00:00.123456Z"},
         {"n": 2, "s": None, "at": None},
@@ -201,42 +206,23 @@ def test_commands_start_spark_with_the_class_archive(tmp_path: Path) -> None:
     archive = config.class_archive_path(config.check_java())
     env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
     env.pop(config.CLASS_ARCHIVE_ENV, None)
-    proc = subprocess.run(
-        [str(BIN / "poisonwatch"), "sql", "set spark.driver.extraJavaOptions", "--format", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    (row,) = _sql_json(env, "set spark.driver.extraJavaOptions")
     assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in row["value"]
     assert "-Dderby.system.home=" in row["value"]  # the profile's own options are kept
 
 
 def test_driver_java_options_reach_the_driver_jvm(tmp_path: Path) -> None:
     """POISONWATCH_DRIVER_JAVA_OPTIONS (scripts/test.sh's JIT and GC options) is appended to the
-    profile's own options, and the JVM that runs the queries was started with it."""
+    profile's own options, and the JVM that runs the queries was started with both."""
     env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
     env["POISONWATCH_DRIVER_JAVA_OPTIONS"] = "-Dpoisonwatch.probe=on -XX:+UseSerialGC"
-    query = "select java_method('java.lang.System', 'getProperty', 'poisonwatch.probe') as probe"
-    proc = subprocess.run(
-        [str(BIN / "poisonwatch"), "sql", query, "--format", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
+    prop = "java_method('java.lang.System', 'getProperty', '{}')"
+    (row,) = _sql_json(
+        env,
+        f"select {prop.format('poisonwatch.probe')} as probe, "
+        f"{prop.format('derby.system.home')} as derby_home",
     )
-    (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert row["probe"] == "on"
-    conf = subprocess.run(
-        [str(BIN / "poisonwatch"), "sql", "set spark.driver.extraJavaOptions", "--format", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    (options,) = [json.loads(line)["value"] for line in conf.stdout.splitlines()]
-    assert "-Dderby.system.home=" in options and "-XX:+UseSerialGC" in options
+    assert row == {"probe": "on", "derby_home": env["POISONWATCH_HOME"]}
 
 
 def test_only_earlier_per_venv_archives_are_removed(
