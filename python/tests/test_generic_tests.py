@@ -36,10 +36,16 @@ IDENTIFIERS = [
     ("5", False),
     ("['a']", False),
 ]
-CASES["identifiers"] = "select " + ", ".join(
-    f"{{{{ poisonwatch.is_identifier({value}) }}}} as v{i}"
-    for i, (value, _) in enumerate(IDENTIFIERS)
-)
+
+
+def _one_row_of_calls(macro: str, cases: list[tuple[str, bool]]) -> str:
+    """A select of one column per case: `macro(value)` for each (value, expected) pair."""
+    return "select " + ", ".join(
+        f"{{{{ poisonwatch.{macro}({value}) }}}} as v{i}" for i, (value, _) in enumerate(cases)
+    )
+
+
+CASES["identifiers"] = _one_row_of_calls("is_identifier", IDENTIFIERS)
 # Callers that now ask is_identifier: a schema.table of two identifiers passes, anything else
 # (one part, three parts, a quote) is refused at compile time; so is a table alias with a quote.
 CASES["target_ok"] = (
@@ -67,10 +73,7 @@ IDENTIFIER_LISTS = [
     ("{'a': 1}", False),
     ("[5]", False),
 ]
-CASES["identifier_lists"] = "select " + ", ".join(
-    f"{{{{ poisonwatch.is_identifier_list({value}) }}}} as v{i}"
-    for i, (value, _) in enumerate(IDENTIFIER_LISTS)
-)
+CASES["identifier_lists"] = _one_row_of_calls("is_identifier_list", IDENTIFIER_LISTS)
 # Its callers refuse a key or order column that is not one, at compile time.
 TABLE = "api.Relation.create(schema='s', identifier='t')"
 CASES["segments_key_quote"] = (
@@ -138,10 +141,14 @@ def test_not_null_columns_refuses_what_is_not_a_list_of_column_names(
     assert "needs a list of column names" in results["string"]["error"]
 
 
+def _assert_one_row_of_calls(result: dict[str, Any], cases: list[tuple[str, bool]]) -> None:
+    """Each column of the row _one_row_of_calls built is its case's expected value."""
+    (row,) = result["rows"]
+    assert row == [want for _, want in cases], list(zip(cases, row, strict=True))
+
+
 def test_is_identifier_accepts_plain_names_only(results: dict[str, Any]) -> None:
-    (row,) = results["identifiers"]["rows"]
-    expected = [want for _, want in IDENTIFIERS]
-    assert row == expected, list(zip(IDENTIFIERS, row, strict=True))
+    _assert_one_row_of_calls(results["identifiers"], IDENTIFIERS)
 
 
 def test_callers_refuse_names_is_identifier_refuses(results: dict[str, Any]) -> None:
@@ -152,9 +159,7 @@ def test_callers_refuse_names_is_identifier_refuses(results: dict[str, Any]) -> 
 
 
 def test_is_identifier_list_accepts_lists_of_plain_names_only(results: dict[str, Any]) -> None:
-    (row,) = results["identifier_lists"]["rows"]
-    expected = [want for _, want in IDENTIFIER_LISTS]
-    assert row == expected, list(zip(IDENTIFIER_LISTS, row, strict=True))
+    _assert_one_row_of_calls(results["identifier_lists"], IDENTIFIER_LISTS)
 
 
 def test_run_model_macros_refuse_column_names_that_are_not_identifiers(
