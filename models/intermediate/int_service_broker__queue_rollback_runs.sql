@@ -52,12 +52,13 @@
 {%- set attempt_bucket = time_bucket('attempted_at', partition_seconds) -%}
 {%- set segment_index = '1' -%}
 {%- set carried_selects = [] -%}
+{#- The new attempts: new_attempts below, and in an incremental run also the queries run
+    while compiling. -#}
+{%- set new_attempts_sql = 'select ' ~ run_columns | join(', ') ~ ', ' ~ attempt_bucket
+    ~ ' as attempt_partition from ' ~ ref('int_receive_attempts_sequenced') ~ ' '
+    ~ new_attempts_filter -%}
 {%- if incremental -%}
-    {#- The new attempts (a full refresh reads them in new_attempts below). -#}
-    {%- set new_attempts_sql = 'select ' ~ run_columns | join(', ') ~ ', ' ~ attempt_bucket
-        ~ ' as attempt_partition from ' ~ ref('int_receive_attempts_sequenced') ~ ' '
-        ~ new_attempts_filter -%}
-    {#- Read by the queries run while compiling and by new_attempts: cached once. -#}
+    {#- Read several times: cached once. -#}
     {%- set new_attempts_sql = cache_rows(this, new_attempts_sql) -%}
     {%- set segments = rewrite_segments(
         this, new_attempts_sql, 'attempt_partition', 'queue_key',
@@ -85,15 +86,7 @@
 {%- endif %}
 
 with new_attempts as (
-    {%- if incremental %}
-        select * from ({{ new_attempts_sql }}) as new_rows
-    {%- else %}
-        select
-            {{ run_columns | join(',\n            ') }},
-            {{ attempt_bucket }} as attempt_partition
-        from {{ ref('int_receive_attempts_sequenced') }}
-        {{ new_attempts_filter }}
-    {%- endif %}
+    select * from ({{ new_attempts_sql }}) as new_rows
 ),
 {%- if incremental %}
 
