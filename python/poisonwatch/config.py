@@ -67,6 +67,14 @@ def home() -> Path:
     """
     raw = os.environ.get("POISONWATCH_HOME") or str(project_root() / ".poisonwatch")
     path = Path(raw).expanduser().resolve()
+    # The profile passes both folders to the driver JVM in single quotes: Spark splits its
+    # extraJavaOptions on spaces, and a folder name may have them.
+    for what, folder in (("POISONWATCH_HOME", path), ("the project folder", project_root())):
+        if "'" in str(folder):
+            raise PoisonwatchError(
+                f"{what} {str(folder)!r} has a single quote ('), which Spark's JVM options "
+                "cannot carry: use a folder without one."
+            )
     os.environ["POISONWATCH_HOME"] = str(path)
     os.environ.setdefault("POISONWATCH_PROJECT_DIR", str(project_root()))
     # Spark on loopback only: no "hostname resolves to a loopback address" guessing.
@@ -374,7 +382,8 @@ def spark_session(target: str | None = None) -> SparkSession:
                 "one process at a time: wait for it to finish and run this again."
             ) from None
         raise
-    problem = store_locations_problem(store, _database_locations(spark))
+    warehouse = Path(conf.get("spark.sql.warehouse.dir", str(store / "warehouse")))
+    problem = store_locations_problem(store, _database_locations(spark), warehouse)
     if problem is not None:
         raise BrokenStoreError(problem)
     return spark
@@ -422,25 +431,52 @@ def store_halves_problem(store: Path) -> str | None:
     )
 
 
-def store_locations_problem(store: Path, locations: dict[str, str]) -> str | None:
-    """After Spark starts: databases the metastore lists whose folders are gone."""
-    missing = []
+def store_locations_problem(
+    store: Path, locations: dict[str, str], warehouse: Path | None = None
+) -> str | None:
+    """After Spark starts: databases the metastore lists whose folders are gone, or are not in
+    this store's warehouse folder (`warehouse`, default `store/warehouse`).
+
+    The Derby metastore records absolute folders. A store copied or moved to another folder
+    would read and write the old folder's files through it (and create them again if they
+    are gone), and `poisonwatch build`, which reads the ledgers from this store's folder,
+    would find nothing new."""
+    warehouse = (warehouse or store / "warehouse").resolve()
+    missing: list[str] = []
+    elsewhere: dict[str, Path] = {}
     for name, location in sorted(locations.items()):
         if name == "default" or not location.startswith("file:"):
             continue
-        if not Path(unquote(location.removeprefix("file:"))).exists():
+        folder = Path(unquote(location.removeprefix("file:")))
+        if folder.exists():
+            if not folder.resolve().is_relative_to(warehouse):
+                elsewhere[name] = folder
+        elif (warehouse / folder.name).is_dir():
+            elsewhere[name] = folder  # moved here: this store's warehouse holds its folder
+        else:
             missing.append(name)
-    if not missing:
-        return None
-    return (
-        f"The store at {store} is broken: its metastore lists database(s) {', '.join(missing)} "
-        f"whose folders in {store / 'warehouse'} are gone (the warehouse was deleted or "
-        f"moved). Recover with:\n\n    {REBUILD_COMMAND}\n\n"
-        "It moves the metastore aside (nothing is deleted), creates a fresh store with the "
-        "raw tables and apply ledgers that are left, and rebuilds the models; then load the "
-        "landing folders again (`poisonwatch ingest LANDING`: files already loaded are known "
-        "by their content, records by their natural key)."
-    )
+    if missing:
+        return (
+            f"The store at {store} is broken: its metastore lists database(s) "
+            f"{', '.join(missing)} whose folders in {warehouse} are gone (the warehouse was "
+            f"deleted or moved). Recover with:\n\n    {REBUILD_COMMAND}\n\n"
+            "It moves the metastore aside (nothing is deleted), creates a fresh store with the "
+            "raw tables and apply ledgers that are left, and rebuilds the models; then load the "
+            "landing folders again (`poisonwatch ingest LANDING`: files already loaded are known "
+            "by their content, records by their natural key)."
+        )
+    if elsewhere:
+        folders = "; ".join(f"{name} in {folder}" for name, folder in elsewhere.items())
+        return (
+            f"The store at {store} was copied or moved from another folder: its metastore "
+            f"keeps database(s) outside its warehouse ({warehouse}): {folders}. Using it "
+            "would read and write the files there, not here. Recover "
+            f"with:\n\n    {REBUILD_COMMAND}\n\n"
+            "It moves this store's metastore and warehouse aside (nothing is deleted), creates "
+            "a fresh store here, copies back the raw tables and apply ledgers from this "
+            "store's own warehouse folder, and rebuilds the models."
+        )
+    return None
 
 
 def _database_locations(spark: SparkSession) -> dict[str, str]:

@@ -202,26 +202,23 @@ def test_setup_wrote_a_class_archive_that_maps_and_a_cut_one_is_refused(tmp_path
         check_archive(java.path, archive, str(tmp_path), cwd=tmp_path)  # another class path
 
 
-def test_commands_start_spark_with_the_class_archive(tmp_path: Path) -> None:
+def test_commands_start_spark_with_the_archive_and_the_options(tmp_path: Path) -> None:
+    """One driver JVM (a start costs about 8 s) answers for three things: it maps the class
+    archive, the profile's own options reach it with POISONWATCH_DRIVER_JAVA_OPTIONS (scripts/
+    test.sh's JIT and GC options) appended, and a store folder with a space survives Spark's
+    splitting of the options (the profile quotes it)."""
     archive = config.class_archive_path(config.check_java())
-    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
+    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "a store"))
     env.pop(config.CLASS_ARCHIVE_ENV, None)
-    (row,) = _sql_json(env, "set spark.driver.extraJavaOptions")
-    assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in row["value"]
-    assert "-Dderby.system.home=" in row["value"]  # the profile's own options are kept
-
-
-def test_driver_java_options_reach_the_driver_jvm(tmp_path: Path) -> None:
-    """POISONWATCH_DRIVER_JAVA_OPTIONS (scripts/test.sh's JIT and GC options) is appended to the
-    profile's own options, and the JVM that runs the queries was started with both."""
-    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "store"))
     env["POISONWATCH_DRIVER_JAVA_OPTIONS"] = "-Dpoisonwatch.probe=on -XX:+UseSerialGC"
     prop = "java_method('java.lang.System', 'getProperty', '{}')"
     (row,) = _sql_json(
         env,
         f"select {prop.format('poisonwatch.probe')} as probe, "
-        f"{prop.format('derby.system.home')} as derby_home",
+        f"{prop.format('derby.system.home')} as derby_home, "
+        f"{prop.format('spark.driver.extraJavaOptions')} as options",
     )
+    assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in row.pop("options")
     assert row == {"probe": "on", "derby_home": env["POISONWATCH_HOME"]}
 
 

@@ -132,3 +132,59 @@ def test_warehouse_gone_is_found_and_rebuild_then_ingest_recovers(
     assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
     assert len(list(store.glob("metastore_db.orphan-*"))) == 1
     assert load(env, landing) == {"loaded": 3, "skipped": 0, "rows": 3, "ops": None}
+
+
+def test_store_locations_problem_tells_a_copy_from_a_lost_warehouse(tmp_path: Path) -> None:
+    """The check on the metastore's database folders, on real folders: in this store's
+    warehouse (through a symlink too) is fine; elsewhere, or gone with this warehouse holding
+    the folder, is a copied or moved store; gone altogether is a lost warehouse."""
+    from poisonwatch.config import REBUILD_COMMAND, store_locations_problem
+
+    store, other = tmp_path / "store", tmp_path / "other"
+    (store / "warehouse" / "raw.db").mkdir(parents=True)
+    (other / "warehouse" / "raw.db").mkdir(parents=True)
+    (tmp_path / "linked").symlink_to(store)
+
+    def uri(folder: Path) -> str:
+        return "file:" + str(folder).replace(" ", "%20")
+
+    here = {"raw": uri(store / "warehouse" / "raw.db"), "default": uri(other)}
+    assert store_locations_problem(store, here) is None
+    assert store_locations_problem(tmp_path / "linked", here) is None
+
+    copied = store_locations_problem(store, {"raw": uri(other / "warehouse" / "raw.db")})
+    assert copied is not None and "copied or moved" in copied
+    assert f"raw in {other / 'warehouse' / 'raw.db'}" in copied and REBUILD_COMMAND in copied
+
+    moved = store_locations_problem(store, {"raw": uri(tmp_path / "gone" / "raw.db")})
+    assert moved is not None and "copied or moved" in moved
+
+    lost = store_locations_problem(store, {"ops": uri(tmp_path / "gone" / "ops.db")})
+    assert lost is not None and "are gone" in lost and "copied" not in lost
+
+
+def test_a_copied_store_is_refused_until_rebuilt(env: dict[str, str], landing: Path) -> None:
+    """A store copied to another folder keeps the original's absolute folders in its
+    metastore: it must not write there (found while benchmarking on copies of a store)."""
+    store = Path(env["POISONWATCH_HOME"])
+    copy = store.parent / "copied store"  # a space: the metastore keeps it %-quoted
+    shutil.copytree(store, copy, symlinks=True)
+    original = sorted(str(p.relative_to(store)) for p in (store / "warehouse").rglob("*"))
+    copy_env = {**env, "POISONWATCH_HOME": str(copy)}
+
+    refused = pw(copy_env, "ingest", str(landing))
+    assert refused.returncode != 0
+    message = " ".join(refused.stderr.split())
+    assert "copied or moved" in message and "poisonwatch store rebuild" in message, message
+    assert str(store / "warehouse") in message and "Traceback" not in refused.stderr
+
+    rebuilt = pw(copy_env, "store", "rebuild", "--no-build")
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    out = " ".join((rebuilt.stdout + rebuilt.stderr).split())
+    assert "restored raw.ssb_receive_attempts: 3 row(s)" in out, out
+
+    # The restored tables are this store's files (rebuild counted them through the new
+    # metastore, which knows only the copy's warehouse).
+    assert list((copy / "warehouse" / "raw.db" / "ssb_receive_attempts").rglob("*.parquet"))
+    # The original store was not written through the copy.
+    assert sorted(str(p.relative_to(store)) for p in (store / "warehouse").rglob("*")) == original

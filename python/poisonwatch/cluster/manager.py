@@ -563,9 +563,9 @@ def start(workers: int | None = None, timeout: float = 300.0) -> State:
             _wait(f"{settings.workers} worker(s)", workers_alive, timeout, state.processes)
             conf = thrift_conf(layout, settings, master_url)
             java_opts = (
-                f"-Dderby.system.home={layout.root} "
-                f"-Dderby.stream.error.file={layout.logs / 'derby.log'} "
-                f"-Djava.io.tmpdir={layout.tmp}"
+                f"-Dderby.system.home='{layout.root}' "
+                f"-Dderby.stream.error.file='{layout.logs / 'derby.log'}' "
+                f"-Djava.io.tmpdir='{layout.tmp}'"
             )
             cmd = [
                 str(sh / "bin/spark-submit"),
