@@ -147,6 +147,18 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     assert entry["incremental_over_full"] == round(
         entry["incremental_build_s"] / entry["full_build_s"], 3
     )
+    # What the +1 % build rewrote in the attempts table: at least every attempt of the
+    # messages the delta touched, at most the whole table.
+    new, touched = entry["incremental_new_attempts"], entry["incremental_touched_attempts"]
+    rewritten, sequenced = (
+        entry["incremental_rewritten_attempts"],
+        entry["incremental_sequenced_attempts"],
+    )
+    assert new == entry["incremental_attempts"]
+    assert sequenced == entry["attempts_generated"]
+    assert 0 < new <= touched <= rewritten <= sequenced
+    assert entry["incremental_rewritten_share"] == round(rewritten / sequenced, 4)
+    assert entry["incremental_rewrite_amplification"] == round(rewritten / touched, 1)
     assert entry["peak_rss_mb"] > 100
     assert set(entry["peak_rss_mb_after"]) == set(STEPS)
     assert entry["machine"]["cores"] and entry["machine"]["java"]
@@ -156,3 +168,4 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     assert markdown.startswith("poisonwatch bench, measured ")
     assert f"| {SIZE:,} (no data tests) |" in markdown and "| 10,000,000 |" in markdown
     assert "| seq. floor s | full/seq |" in markdown and f"at {SIZE:,} attempts:" in markdown
+    assert f"| {SIZE:,} | {new:,} | {touched:,} | {rewritten:,} |" in markdown

@@ -309,6 +309,41 @@ def floor_sql() -> str:
     )
 
 
+SEQUENCED_TABLE = "poisonwatch_intermediate.int_receive_attempts_sequenced"
+REWRITE_KEYS = tuple(
+    f"incremental_{k}_attempts" for k in ("sequenced", "new", "touched", "rewritten")
+)
+
+
+def rewrite_sql() -> str:
+    """What the last build of the attempts table rewrote, against what it had to: all
+    attempts; the attempts of the newest landing batch; all attempts of the messages that
+    batch touched (the least an exact per-message rewrite must write); and the attempts the
+    build rewrote (every row of a rewritten partition gets the run's `sequenced_at`)."""
+    return f"""
+        with latest as (
+            select max(sequenced_at) as sequenced_at, max(batch_id) as batch_id
+            from {SEQUENCED_TABLE}
+        ),
+
+        per_message as (
+            select
+                count(*) as attempts,
+                count_if(batch_id = (select batch_id from latest)) as new_attempts,
+                max(sequenced_at) = (select sequenced_at from latest) as is_rewritten
+            from {SEQUENCED_TABLE}
+            group by message_key
+        )
+
+        select
+            sum(attempts) as attempts,
+            sum(new_attempts) as new_attempts,
+            sum(case when new_attempts > 0 then attempts else 0 end) as touched_attempts,
+            sum(case when is_rewritten then attempts else 0 end) as rewritten_attempts
+        from per_message
+    """
+
+
 def _events(path: Path | None) -> Callable[[dict[str, Any]], None]:
     def emit(event: dict[str, Any]) -> None:
         if path is not None:
@@ -435,6 +470,9 @@ def run_worker(
             )
         with step("incremental_build"):
             build("incremental_build", engine)
+        # Untimed: how much of the attempts table the +1 % build rewrote (issue 15, goal 2).
+        _, rows = engine.query(rewrite_sql())
+        out.update({k: int(v or 0) for k, v in zip(REWRITE_KEYS, rows[0], strict=True)})
         with step("no_data_build"):
             build("no_data_build", engine)  # nothing landed since: skipped
         with step("plan"):
@@ -536,6 +574,13 @@ def _derive(entry: dict[str, Any]) -> None:
     entry["full_over_floor_sequence"] = round(entry["full_build_s"] / entry["floor_sequence_s"], 2)
     entry["ingest_over_floor_ingest"] = round(entry["ingest_s"] / entry["floor_ingest_s"], 2)
     entry["incremental_over_full"] = round(entry["incremental_build_s"] / entry["full_build_s"], 3)
+    if entry.get("incremental_sequenced_attempts") and entry.get("incremental_touched_attempts"):
+        entry["incremental_rewritten_share"] = round(
+            entry["incremental_rewritten_attempts"] / entry["incremental_sequenced_attempts"], 4
+        )
+        entry["incremental_rewrite_amplification"] = round(
+            entry["incremental_rewritten_attempts"] / entry["incremental_touched_attempts"], 1
+        )
 
 
 def _child_env(store: Path) -> dict[str, str]:
@@ -657,6 +702,7 @@ def bench_size(
         "floor_messages": child["floor_messages"],
         "floor_sequence_messages": child["floor_sequence_messages"],
         "floor_ingest_attempts": child["floor_ingest_attempts"],
+        **{k: child[k] for k in REWRITE_KEYS},
         "slowest_nodes": child["slowest_nodes"],
         "planned_actions": child["planned_actions"],
         "applied_actions": child["applied_actions"],
@@ -747,6 +793,37 @@ def floor_rows(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
     return rows
 
 
+REWRITE_COLUMNS = (
+    "attempts",
+    "new",
+    "their messages'",
+    "rewritten",
+    "share",
+    "rewritten/theirs",
+)
+
+
+def rewrite_rows(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """The third table: attempts the +1 % build rewrote in the attempts table, against the
+    attempts of the messages the new batch touched (what a per-message rewrite would write)."""
+    rows = []
+    for e in entries:
+        if not e.get("incremental_rewritten_attempts"):
+            continue  # a row measured before these figures were recorded
+        share = e.get("incremental_rewritten_share")
+        rows.append(
+            [
+                _fmt(e.get("attempts")),
+                _fmt(e.get("incremental_new_attempts")),
+                _fmt(e.get("incremental_touched_attempts")),
+                _fmt(e.get("incremental_rewritten_attempts")),
+                "–" if share is None else f"{share:.1%}",
+                _fmt(e.get("incremental_rewrite_amplification"), ".1f"),
+            ]
+        )
+    return rows
+
+
 def slowest_rows(entry: dict[str, Any], limit: int = 10) -> list[list[str]]:
     """[step, node, seconds] for the slowest nodes of each dbt step of one entry."""
     rows = []
@@ -785,6 +862,12 @@ def markdown_table(entries: Sequence[dict[str, Any]]) -> str:
     lines += ["", "| " + " | ".join(FLOOR_COLUMNS) + " |"]
     lines += ["|" + "|".join("---:" for _ in FLOOR_COLUMNS) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in floor_rows(entries)]
+    rewrites = rewrite_rows(entries)
+    if rewrites:
+        lines += ["", "Attempts the +1 % build rewrote in `int_receive_attempts_sequenced`:", ""]
+        lines += ["| " + " | ".join(REWRITE_COLUMNS) + " |"]
+        lines += ["|" + "|".join("---:" for _ in REWRITE_COLUMNS) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rewrites]
     for entry in entries:
         rows = slowest_rows(entry)
         if rows:
@@ -809,6 +892,14 @@ def print_table(entries: Sequence[dict[str, Any]]) -> None:
     for row in floor_rows(entries):
         floors.add_row(*row)
     out.print(floors)
+    rewrites = rewrite_rows(entries)
+    if rewrites:
+        table = Table(title="attempts the +1 % build rewrote")
+        for col in REWRITE_COLUMNS:
+            table.add_column(col, justify="right", no_wrap=True)
+        for row in rewrites:
+            table.add_row(*row)
+        out.print(table)
 
 
 def print_slowest(entry: dict[str, Any]) -> None:
