@@ -69,7 +69,12 @@ def home() -> Path:
     path = Path(raw).expanduser().resolve()
     # The profile passes both folders to the driver JVM in single quotes: Spark splits its
     # extraJavaOptions on spaces, and a folder name may have them.
-    for what, folder in (("POISONWATCH_HOME", path), ("the project folder", project_root())):
+    folders = (
+        ("POISONWATCH_HOME", path),
+        ("POISONWATCH_PROJECT_DIR", os.environ.get("POISONWATCH_PROJECT_DIR", "")),
+        ("the project folder", project_root()),
+    )
+    for what, folder in folders:
         if "'" in str(folder):
             raise PoisonwatchError(
                 f"{what} {str(folder)!r} has a single quote ('), which Spark's JVM options "
@@ -382,7 +387,9 @@ def spark_session(target: str | None = None) -> SparkSession:
                 "one process at a time: wait for it to finish and run this again."
             ) from None
         raise
-    warehouse = Path(conf.get("spark.sql.warehouse.dir", str(store / "warehouse")))
+    warehouse = Path(
+        unquote(conf.get("spark.sql.warehouse.dir", str(store / "warehouse")).removeprefix("file:"))
+    )
     problem = store_locations_problem(store, _database_locations(spark), warehouse)
     if problem is not None:
         raise BrokenStoreError(problem)
@@ -449,7 +456,9 @@ def store_locations_problem(
             continue
         folder = Path(unquote(location.removeprefix("file:")))
         if folder.exists():
-            if not folder.resolve().is_relative_to(warehouse):
+            # The folder holding it, not the folder itself: a database folder linked onto
+            # another disk is still this store's.
+            if not folder.parent.resolve().is_relative_to(warehouse):
                 elsewhere[name] = folder
         elif (warehouse / folder.name).is_dir():
             elsewhere[name] = folder  # moved here: this store's warehouse holds its folder

@@ -151,6 +151,10 @@ def test_store_locations_problem_tells_a_copy_from_a_lost_warehouse(tmp_path: Pa
     here = {"raw": uri(store / "warehouse" / "raw.db"), "default": uri(other)}
     assert store_locations_problem(store, here) is None
     assert store_locations_problem(tmp_path / "linked", here) is None
+    # One database's folder linked onto another disk is still this store's.
+    (store / "warehouse" / "ops.db").symlink_to(other / "warehouse" / "raw.db")
+    linked_db = {"ops": uri(store / "warehouse" / "ops.db")}
+    assert store_locations_problem(store, linked_db) is None
 
     copied = store_locations_problem(store, {"raw": uri(other / "warehouse" / "raw.db")})
     assert copied is not None and "copied or moved" in copied
@@ -159,7 +163,7 @@ def test_store_locations_problem_tells_a_copy_from_a_lost_warehouse(tmp_path: Pa
     moved = store_locations_problem(store, {"raw": uri(tmp_path / "gone" / "raw.db")})
     assert moved is not None and "copied or moved" in moved
 
-    lost = store_locations_problem(store, {"ops": uri(tmp_path / "gone" / "ops.db")})
+    lost = store_locations_problem(store, {"lost": uri(tmp_path / "gone" / "lost.db")})
     assert lost is not None and "are gone" in lost and "copied" not in lost
 
 
