@@ -170,3 +170,13 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     assert f"| {SIZE:,} (no data tests) |" in markdown and "| 10,000,000 |" in markdown
     assert "| seq. floor s | full/seq |" in markdown and f"at {SIZE:,} attempts:" in markdown
     assert f"| {SIZE:,} (no data tests) | {new:,} | {touched:,} | {rewritten:,} |" in markdown
+
+
+def test_rewrite_sql_takes_only_an_ingest_batch_id() -> None:
+    from poisonwatch.bench.run import rewrite_sql
+    from poisonwatch.config import PoisonwatchError
+
+    assert "batch_id = 'b20261125T020640Z_e1f8cdff'" in rewrite_sql("b20261125T020640Z_e1f8cdff")
+    for hostile in ("b20261125T020640Z_e1f8cdff' or '1'='1", "';--", ""):
+        with pytest.raises(PoisonwatchError, match="not an ingest batch id"):
+            rewrite_sql(hostile)

@@ -321,13 +321,14 @@ def rewrite_sql(batch_id: str) -> str:
     messages that batch touched (the least an exact per-message rewrite must write); and the
     attempts carrying the newest `sequenced_at` (the build gives it to every row of the
     partitions it overwrites)."""
-    from poisonwatch.ingest.sql import sql_string
-
+    # Validated, then quoted: an ingest batch id is `b<UTC time>_<hex>` (ingest.loader).
+    if not re.fullmatch(r"b\d{8}T\d{6}Z_[0-9a-f]+", batch_id):
+        raise PoisonwatchError(f"not an ingest batch id: {batch_id!r}")
     return f"""
         with per_message as (
             select
                 count(*) as attempts,
-                count_if(batch_id = {sql_string(batch_id)}) as new_attempts,
+                count_if(batch_id = '{batch_id}') as new_attempts,
                 count_if(
                     sequenced_at = (select max(sequenced_at) from {SEQUENCED_TABLE})
                 ) as rewritten_attempts
