@@ -321,8 +321,10 @@ def rewrite_sql(batch_id: str) -> str:
     messages that batch touched (the least an exact per-message rewrite must write); and the
     attempts carrying the newest `sequenced_at` (the build gives it to every row of the
     partitions it overwrites)."""
-    # Validated, then quoted: an ingest batch id is `b<UTC time>_<hex>` (ingest.loader).
-    if not re.fullmatch(r"b\d{8}T\d{6}Z_[0-9a-f]+", batch_id):
+    from poisonwatch.ingest import BATCH_RE
+
+    # Validated, then quoted: the ingest's own pattern of its batch ids.
+    if not BATCH_RE.fullmatch(batch_id):
         raise PoisonwatchError(f"not an ingest batch id: {batch_id!r}")
     return f"""
         with per_message as (
@@ -852,24 +854,20 @@ def describe_machine(entries: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def _markdown_rows(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A right-aligned Markdown table: header, rule, rows."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---:" for _ in columns) + "|"]
+    return lines + ["| " + " | ".join(row) + " |" for row in rows]
+
+
 def markdown_table(entries: Sequence[dict[str, Any]]) -> str:
-    right = "|".join("---:" for _ in TABLE_COLUMNS)
-    lines = [
-        describe_machine(entries),
-        "",
-        "| " + " | ".join(TABLE_COLUMNS) + " |",
-        f"|{right}|",
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(entries)]
-    lines += ["", "| " + " | ".join(FLOOR_COLUMNS) + " |"]
-    lines += ["|" + "|".join("---:" for _ in FLOOR_COLUMNS) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in floor_rows(entries)]
+    lines = [describe_machine(entries), ""]
+    lines += _markdown_rows(TABLE_COLUMNS, table_rows(entries))
+    lines += ["", *_markdown_rows(FLOOR_COLUMNS, floor_rows(entries))]
     rewrites = rewrite_rows(entries)
     if rewrites:
         lines += ["", "Attempts the +1 % build rewrote in `int_receive_attempts_sequenced`:", ""]
-        lines += ["| " + " | ".join(REWRITE_COLUMNS) + " |"]
-        lines += ["|" + "|".join("---:" for _ in REWRITE_COLUMNS) + "|"]
-        lines += ["| " + " | ".join(row) + " |" for row in rewrites]
+        lines += _markdown_rows(REWRITE_COLUMNS, rewrites)
     for entry in entries:
         rows = slowest_rows(entry)
         if rows:
@@ -879,29 +877,28 @@ def markdown_table(entries: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_table(entries: Sequence[dict[str, Any]]) -> None:
-    table = Table(title="poisonwatch bench", caption=describe_machine(entries))
-    for col in TABLE_COLUMNS:
+def _rich_table(
+    title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], caption: str | None = None
+) -> Table:
+    """A rich table of right-aligned, unwrapped columns."""
+    table = Table(title=title, caption=caption)
+    for col in columns:
         table.add_column(col, justify="right", no_wrap=True)
-    for row in table_rows(entries):
+    for row in rows:
         table.add_row(*row)
+    return table
+
+
+def print_table(entries: Sequence[dict[str, Any]]) -> None:
     # Not a terminal (a log, CI): wide enough that no header is cut.
     out = console if console.is_terminal else Console(width=140)
-    out.print(table)
-    floors = Table(title="floors (plain Spark) and the no-data build")
-    for col in FLOOR_COLUMNS:
-        floors.add_column(col, justify="right", no_wrap=True)
-    for row in floor_rows(entries):
-        floors.add_row(*row)
-    out.print(floors)
+    caption = describe_machine(entries)
+    out.print(_rich_table("poisonwatch bench", TABLE_COLUMNS, table_rows(entries), caption))
+    floors = floor_rows(entries)
+    out.print(_rich_table("floors (plain Spark) and the no-data build", FLOOR_COLUMNS, floors))
     rewrites = rewrite_rows(entries)
     if rewrites:
-        table = Table(title="attempts the +1 % build rewrote")
-        for col in REWRITE_COLUMNS:
-            table.add_column(col, justify="right", no_wrap=True)
-        for row in rewrites:
-            table.add_row(*row)
-        out.print(table)
+        out.print(_rich_table("attempts the +1 % build rewrote", REWRITE_COLUMNS, rewrites))
 
 
 def print_slowest(entry: dict[str, Any]) -> None:

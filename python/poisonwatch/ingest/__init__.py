@@ -5,6 +5,6 @@ Owns reading and validating landing files (`files`), the Spark SQL that types an
 `poisonwatch.config` and `poisonwatch.warehouse`; other jobs use only what is exported here.
 """
 
-from poisonwatch.ingest.loader import IngestSummary, ingest, print_summary
+from poisonwatch.ingest.loader import BATCH_RE, IngestSummary, ingest, print_summary
 
-__all__ = ["IngestSummary", "ingest", "print_summary"]
+__all__ = ["BATCH_RE", "IngestSummary", "ingest", "print_summary"]
