@@ -148,6 +148,9 @@ def test_every_record_reject_reason_names_file_record_and_field(
         attempt(message_sequence_number=2, error_number="1205", reader="{not nested}"),  # 18 loads
         attempt(conversation_group_id="not-a-guid"),  # 19
         '{"attempted_at": "2024-05-01T10:00:00Z", "attempted_at": "2024-05-01T10:00:01Z"}',  # 20
+        " \t ",  # 21 blank: spaces and tabs only
+        " \u2028",  # 22 not blank: a line separator is no blank character (nor valid JSON)
+        "[]",  # 23 valid JSON, but no object
     ]
     path = write(tmp_path / "ssb_receive_attempts" / "a.jsonl", "\n".join(records) + "\n")
     summary = run(engine, tmp_path)
@@ -227,6 +230,8 @@ def test_every_record_reject_reason_names_file_record_and_field(
             "conversation_group_id: not a GUID ('not-a-guid')",
         ),
         ("a.jsonl", 20, None, "not valid JSON"),
+        ("a.jsonl", 22, None, "not valid JSON"),
+        ("a.jsonl", 23, None, "not a JSON object (one object per line expected)"),
     ]
     rows = loaded(
         engine,
@@ -243,9 +248,9 @@ def test_every_record_reject_reason_names_file_record_and_field(
     )
     assert original == records[5]
     d = summary.datasets["ssb_receive_attempts"]
-    assert (d.files_loaded, d.records_loaded, d.records_rejected, d.blank_lines) == (1, 2, 17, 1)
+    assert (d.files_loaded, d.records_loaded, d.records_rejected, d.blank_lines) == (1, 2, 19, 2)
     assert d.records_loaded + d.records_rejected + d.duplicates + d.blank_lines == lines_of(path)
-    assert summary.rejected_total == 17
+    assert summary.rejected_total == 19
 
 
 def test_booleans_base64_json_properties_and_enums_of_other_datasets(

@@ -39,6 +39,7 @@ from poisonwatch.ingest.sql import (
     jsonl_source,
     parquet_problems,
     parquet_source,
+    source_of,
     sql_path,
     sql_string,
     stage_query,
@@ -67,6 +68,9 @@ PROGRESS_MIN_FILES = 20
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.files.maxPartitionBytes": str(1 << 40),
+    # The chunk's stage is cached once and read four times (bounds, duplicates, counts,
+    # insert); compressing it cost more than it saved.
+    "spark.sql.inMemoryColumnarStorage.compressed": "false",
 }
 
 
@@ -281,10 +285,10 @@ def _find_duplicates(engine: Engine, dataset: Dataset) -> bool:
 
 def _source_sql(fid: int, f: LandingFile, dataset: Dataset, parquet_cols: dict[str, str]) -> str:
     if f.fmt == "jsonl":
-        return jsonl_source(fid, f.source, f.source, dataset)
+        return jsonl_source(fid, f.source, dataset)
     if f.fmt == "csv":
-        return csv_source(fid, f.source, f.source, dataset, f.csv_header or [], f.open_last_line)
-    return parquet_source(fid, f.source, f.source, dataset, parquet_cols)
+        return csv_source(fid, f.source, dataset, f.csv_header or [], f.open_last_line)
+    return parquet_source(fid, f.source, dataset, parquet_cols)
 
 
 def load_chunk(
@@ -324,18 +328,19 @@ def load_chunk(
             r.blank, r.loaded, r.rejected = int(blank), int(loaded), int(rejected)
             r.duplicates = int(duplicates)
         partition = f"partition (_batch_id = {sql_string(batch_id)})"
+        names = [f.source for f in files]
         if any(r.loaded for r in results):
             cols = ", ".join(f"s.{typed_col(c.name)}" for c in dataset.columns)
             engine.execute(
                 f"insert into {_table(dataset.name)} {partition} "
-                f"select {cols}, s._source, s._rec, {_ts(now)} from {rows_sql} "
+                f"select {cols}, {source_of(names, 's._fid')}, s._rec, {_ts(now)} from {rows_sql} "
                 f"where not s._blank and s._err is null and not ({is_dup})"
             )
         if any(r.rejected for r in results):
             engine.execute(
                 f"insert into {_table(REJECTS_TABLE)} {partition} "
-                f"select {sql_string(dataset.name)}, _source, _rec, _err.field, _err.reason, "
-                f"_text, {_ts(now)} from {STAGE} where _err is not null"
+                f"select {sql_string(dataset.name)}, {source_of(names)}, _rec, _err.field, "
+                f"_err.reason, _text, {_ts(now)} from {STAGE} where _err is not null"
             )
     finally:
         _drop_stage(engine)

@@ -5,10 +5,13 @@ paths and file names go through `sql_string` / `sql_path`, identifiers through `
 record-level pipeline is:
 
     one `select` per file (format-specific: jsonl, csv, parquet) giving the same columns:
-      _fid, _source, _rec, _blank, _text (original record), _pre_err, and one text column per
-      contract field (`s_<name>`), plus `n_<name>` (a JSON object/array where text was expected)
+      _fid, _rec, _blank, _text (original record), _pre_err, and one text column per contract
+      field (`s_<name>`), plus `n_<name>` (a JSON object/array where text was expected)
     -> union all -> typed columns (`t_<name>`, null when the text does not parse)
     -> `_err`: the first failing field, as struct<field, reason>, or null.
+
+The file a row came from is its `_fid` (`source_of` maps it back to the file's name where rows
+are written): a file name on every row cost the chunk's cache about 1 s per 600,000 records.
 """
 
 from __future__ import annotations
@@ -99,6 +102,23 @@ def _blank(expr: str) -> str:
     return f"(trim(BOTH {sql_string(BLANK_CHARS)} FROM {expr}) = '')"
 
 
+# A whole line is blank when it holds only BLANK_CHARS: the same test as `_blank`, without
+# copying every (long) line to trim it. `\z` (end of input), not `$`, which would also match
+# before a final U+0085 / U+2028 / U+2029.
+BLANK_LINE_PATTERN = "^[ \\t\\r]*\\z"
+
+
+def _blank_line(expr: str) -> str:
+    return f"({expr} rlike {sql_string(BLANK_LINE_PATTERN)})"
+
+
+def source_of(sources: Sequence[str], fid: str = "_fid") -> str:
+    """SQL for the file name of a stage row: `sources[fid]` (a constant array, indexed);
+    `fid` is the row's `_fid` column, qualified where a join makes it ambiguous."""
+    names = ", ".join(sql_string(s) for s in sources)
+    return f"element_at(array({names}), {fid} + 1)"
+
+
 def _struct_err(field: str | None, reason_sql: str) -> str:
     field_sql = "cast(null as string)" if field is None else sql_string(field)
     return f"named_struct('field', {field_sql}, 'reason', {reason_sql})"
@@ -107,16 +127,19 @@ def _struct_err(field: str | None, reason_sql: str) -> str:
 NO_ERR = "cast(null as struct<field: string, reason: string>)"
 
 
-def jsonl_source(fid: int, source: str, path: str, dataset: Dataset) -> str:
+def jsonl_source(fid: int, path: str, dataset: Dataset) -> str:
     """One `.jsonl` / `.jsonl.gz` file: one JSON object per line, parsed as VARIANT."""
     # One cast of the whole object to a struct of strings (numbers and booleans become their
     # text, objects and arrays their JSON); `n_<field>` tells a nested value from a string.
+    # That JSON text starts with `{` or `[` itself, so only such values are looked up again.
+    # A line that is valid JSON is an object exactly when its first non-blank character is
+    # `{`; that check copies the line, so it runs only where the cast gave no struct.
     as_text = "struct<" + ", ".join(f"{ident(c.name)}: string" for c in dataset.columns) + ">"
     fields = []
     for c in dataset.columns:
         fields.append(f"_j.{ident(c.name)} as {text_col(c.name)}")
         if is_free_text(c):
-            first = f"substr(ltrim(_j.{ident(c.name)}), 1, 1)"
+            first = f"substr(_j.{ident(c.name)}, 1, 1)"
             path_lit = sql_string(f"$.{c.name}")
             fields.append(
                 f"({first} in ('{{', '[') and "
@@ -126,16 +149,16 @@ def jsonl_source(fid: int, source: str, path: str, dataset: Dataset) -> str:
     pre_err = (
         f"case when _blank then {NO_ERR} "
         f"when _v is null then {_struct_err(None, sql_string('not valid JSON'))} "
-        f"when substr(ltrim(_text), 1, 1) <> '{{' then "
+        f"when _j is null and substr(ltrim(_text), 1, 1) <> '{{' then "
         f"{_struct_err(None, sql_string('not a JSON object (one object per line expected)'))} "
         f"else {NO_ERR} end"
     )
     return (
-        f"select {fid} as _fid, {sql_string(source)} as _source, _rec, _blank, _text, "
+        f"select {fid} as _fid, _rec, _blank, _text, "
         f"{pre_err} as _pre_err, {', '.join(fields)} from ("
         f"select *, try_variant_get(_v, '$', {sql_string(as_text)}) as _j from ("
         f"select *, case when _blank then null else try_parse_json(_text) end as _v from ("
-        f"select _rec, _text, {_blank('_text')} as _blank from ("
+        f"select _rec, _text, {_blank_line('_text')} as _blank from ("
         f"select _rec, case when _rec = 1 then regexp_replace(value, '^\\uFEFF', '') "
         f"else value end as _text from ({_lines(sql_path('text', path))})))))"
     )
@@ -143,7 +166,6 @@ def jsonl_source(fid: int, source: str, path: str, dataset: Dataset) -> str:
 
 def csv_source(
     fid: int,
-    source: str,
     path: str,
     dataset: Dataset,
     header: Sequence[str],
@@ -180,11 +202,11 @@ def csv_source(
         f"else {NO_ERR} end"
     )
     return (
-        f"select {fid} as _fid, {sql_string(source)} as _source, _rec, _blank, _text, "
+        f"select {fid} as _fid, _rec, _blank, _text, "
         f"{pre_err} as _pre_err, {', '.join(fields)} from ("
         f"select *, case when _blank then null else "
         f"from_csv(_text, {sql_string(schema)}, {CSV_OPTIONS}) end as _p from ("
-        f"select _rec, value as _text, {_blank('value')} as _blank from "
+        f"select _rec, value as _text, {_blank_line('value')} as _blank from "
         f"({_lines(sql_path('text', path))}) where _rec > 1))"
     )
 
@@ -224,9 +246,7 @@ def parquet_text_expr(column: Column, name: str, spark_type: str) -> str | None:
     return None
 
 
-def parquet_source(
-    fid: int, source: str, path: str, dataset: Dataset, file_columns: dict[str, str]
-) -> str:
+def parquet_source(fid: int, path: str, dataset: Dataset, file_columns: dict[str, str]) -> str:
     """One `.parquet` file; `file_columns` maps the file's column names to Spark types.
 
     The caller has checked (`parquet_problems`) that every required column is present and
@@ -244,7 +264,7 @@ def parquet_source(
             fields.append(f"false as {nested_col(c.name)}")
     row = ", ".join(ident(n) for n in file_columns)
     return (
-        f"select {fid} as _fid, {sql_string(source)} as _source, "
+        f"select {fid} as _fid, "
         f"_metadata.row_index + 1 as _rec, false as _blank, to_json(struct({row})) as _text, "
         f"{NO_ERR} as _pre_err, {', '.join(fields)} from {sql_path('parquet', path)}"
     )
@@ -307,9 +327,11 @@ def typed_expr(c: Column) -> str:
         values = ", ".join(sql_string(x) for x in c.enum)
         return f"case when {trimmed} in ({values}) then {trimmed} end"
     if c.guid:
+        # Braces, when present, are the first and last character (the pattern says so).
+        u = f"upper({trimmed})"
         return (
-            f"case when upper({trimmed}) rlike {sql_string(GUID_PATTERN)} "
-            f"then translate(upper({trimmed}), '{{}}', '') end"
+            f"case when {u} rlike {sql_string(GUID_PATTERN)} "
+            f"then if(startswith({u}, '{{'), substr({u}, 2, 36), {u}) end"
         )
     if c.base64:
         return (
@@ -379,10 +401,10 @@ def stage_query(dataset: Dataset, sources: Sequence[str]) -> str:
     values = ", ".join(f"{_value(c)} as {ident('v_' + c.name)}" for c in dataset.columns)
     nested = ", ".join(nested_col(c.name) for c in dataset.columns if is_free_text(c))
     typed = ", ".join(f"{typed_expr(c)} as {typed_col(c.name)}" for c in dataset.columns)
-    keep = "_fid, _source, _rec, _blank, _text, _pre_err"
+    keep = "_fid, _rec, _blank, _text, _pre_err"
     typed_names = ", ".join(typed_col(c.name) for c in dataset.columns)
     return (
-        f"select _fid, _source, _rec, _blank, {typed_names}, "
+        f"select _fid, _rec, _blank, {typed_names}, "
         f"_err, case when _err is not null then _text end as _text from ("
         f"select *, {error_expr(dataset)} as _err from ("
         f"select *, {typed} from ("
