@@ -18,6 +18,29 @@ CASES = {
     "empty": "{{ test_not_null_columns('(select * from pw_rows where false)', ['a', 'c']) }}",
     "injected": "{{ test_not_null_columns('pw_rows', [\"a'; drop table x;--\"]) }}",
     "string": "{{ test_not_null_columns('pw_rows', 'a') }}",
+    # accepted_values_columns: b holds x, y, z, w; a (as text) 1, null, null, 4.
+    "accepted": (
+        "{{ test_accepted_values_columns('pw_rows', {'b': ['x', 'y'], 'a': ['1', '4']}) }}"
+    ),
+    "accepted_clean": (
+        "{{ test_accepted_values_columns('pw_rows', "
+        "{'b': ['w', 'x', 'y', 'z'], 'c': ['3', '5']}) }}"
+    ),
+    # A value with a quote, accepted (the literal is escaped) and not (the row names it).
+    "accepted_quote_ok": (
+        "{{ test_accepted_values_columns(\"(select concat('it', char(39), 's;--') as q)\", "
+        "{'q': [\"it's;--\"]}) }}"
+    ),
+    "accepted_quote_bad": (
+        "{{ test_accepted_values_columns(\"(select concat('it', char(39), 's;--') as q)\", "
+        "{'q': ['x']}) }}"
+    ),
+    "accepted_not_list": "{{ test_accepted_values_columns('pw_rows', {'b': 'x'}) }}",
+    "accepted_not_mapping": "{{ test_accepted_values_columns('pw_rows', ['b']) }}",
+    "accepted_injected": (
+        "{{ test_accepted_values_columns('pw_rows', {\"b'; drop table x;--\": ['x']}) }}"
+    ),
+    "accepted_number": "{{ test_accepted_values_columns('pw_rows', {'a': [1, 4]}) }}",
 }
 # macros/utils/is_identifier.sql, the check every macro makes before it writes a name it was
 # given into SQL: each value and whether it is one plain identifier.
@@ -132,6 +155,31 @@ def test_not_null_columns_names_each_column_with_nulls_and_counts_them(
 def test_not_null_columns_passes_clean_and_empty_tables(results: dict[str, Any]) -> None:
     assert results["clean"]["rows"] == []
     assert results["empty"]["rows"] == []
+
+
+def test_accepted_values_columns_names_each_value_not_accepted_and_counts_its_rows(
+    results: dict[str, Any],
+) -> None:
+    assert results["accepted"]["columns"] == ["column_name", "value", "row_count"]
+    # b: z and w are not accepted; a: 1 and 4 are, its nulls pass (not_null tests them).
+    assert results["accepted"]["rows"] == [["b", "w", 1], ["b", "z", 1]]
+    assert results["accepted_clean"]["rows"] == []
+
+
+def test_accepted_values_columns_quotes_values_it_compares_and_reports(
+    results: dict[str, Any],
+) -> None:
+    assert results["accepted_quote_ok"]["rows"] == []
+    assert results["accepted_quote_bad"]["rows"] == [["q", "it's;--", 1]]
+
+
+def test_accepted_values_columns_refuses_what_is_not_a_mapping_of_names_to_strings(
+    results: dict[str, Any],
+) -> None:
+    assert "non-empty list" in results["accepted_not_list"]["error"]
+    assert "needs a mapping" in results["accepted_not_mapping"]["error"]
+    assert "not a column name" in results["accepted_injected"]["error"]
+    assert "accepted values are strings" in results["accepted_number"]["error"]
 
 
 def test_not_null_columns_refuses_what_is_not_a_list_of_column_names(

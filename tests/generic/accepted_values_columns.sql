@@ -1,0 +1,76 @@
+{#-
+    dbt's accepted_values for several enum columns of one model in one scan: `values` maps
+    each column name to its accepted values (strings). Returns one row per column and value
+    that is not accepted (column_name, value, row_count); the failure count is the number of
+    rows holding one. Nulls pass, as in accepted_values (not_null tests them). One node and
+    one read of the table instead of one per column: on a build every test node costs a
+    query (0.3-0.6 s of Spark job latency on a small table), and a table that grows with
+    history is read once. A column with a single enum keeps dbt's accepted_values.
+-#}
+{% test accepted_values_columns(model, values) %}
+    {{ config(fail_calc='coalesce(sum(row_count), 0)') }}
+    {%- if values is not mapping or values | length == 0 -%}
+        {{ exceptions.raise_compiler_error(
+            "accepted_values_columns needs a mapping of column name to accepted values, got: "
+            ~ values) }}
+    {%- endif -%}
+    {%- set checks = [] -%}
+    {%- for column, accepted in values | dictsort -%}
+        {%- if not poisonwatch.is_identifier(column) -%}
+            {{ exceptions.raise_compiler_error(
+                "accepted_values_columns: not a column name: " ~ column) }}
+        {%- endif -%}
+        {%- if accepted is string or accepted is mapping or accepted is not iterable
+            or accepted | length == 0 -%}
+            {{ exceptions.raise_compiler_error(
+                "accepted_values_columns: " ~ column
+                ~ " needs a non-empty list of accepted values, got: " ~ accepted) }}
+        {%- endif -%}
+        {%- for value in accepted -%}
+            {%- if value is not string -%}
+                {{ exceptions.raise_compiler_error(
+                    "accepted_values_columns: " ~ column
+                    ~ ": accepted values are strings, got: " ~ value) }}
+            {%- endif -%}
+        {%- endfor -%}
+        {%- do checks.append((
+            column,
+            'cast(' ~ column ~ ' as string) not in ('
+            ~ poisonwatch.string_literal_list(accepted) ~ ')'
+        )) -%}
+    {%- endfor %}
+    {#- The filter keeps only rows with some value not accepted (few or none), so the
+        row-per-column stack below runs on those rows, not on the table. #}
+    with rows_not_accepted as (
+        select
+            {%- for column, _ in checks %}
+            cast({{ column }} as string) as {{ column }}
+            {%- if not loop.last %},{% endif %}
+            {%- endfor %}
+        from {{ model }}
+        where
+            {%- for _, condition in checks %}
+            {% if not loop.first %}or {% endif %}{{ condition }}
+            {%- endfor %}
+    ),
+
+    values_not_accepted as (
+        select
+            stack(
+                {{ checks | length }},
+                {%- for column, condition in checks %}
+                '{{ column }}', case when {{ condition }} then {{ column }} end
+                {%- if not loop.last %},{% endif %}
+                {%- endfor %}
+            ) as (column_name, value)
+        from rows_not_accepted
+    )
+
+    select
+        column_name,
+        value,
+        count(*) as row_count
+    from values_not_accepted
+    where value is not null
+    group by column_name, value
+{% endtest %}
