@@ -1,8 +1,11 @@
-{{ config(materialized='view') }}
-
 -- Per JMS consumer setting with attempts: on how many servers it ran and its first and last
 -- attempt, every outcome counted (temporarily_unavailable too, unlike the breaker's runs in
--- int_jms__consumer_failure_runs). A view: consumer_circuit_breakers' list of consumers.
+-- int_jms__consumer_failure_runs): consumer_circuit_breakers' list of consumers.
+
+{#-
+    A table like the rest of intermediate: as a view, its two key tests and its reader each
+    read every JMS attempt again.
+#}
 
 with attempts as (
     select
