@@ -218,8 +218,14 @@ def test_commands_start_spark_with_the_archive_and_the_options(tmp_path: Path) -
         f"{prop.format('derby.system.home')} as derby_home, "
         f"{prop.format('spark.driver.extraJavaOptions')} as options",
     )
-    assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in row.pop("options")
+    options = row.pop("options")
+    assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in options
     assert row == {"probe": "on", "derby_home": env["POISONWATCH_HOME"]}
+    # The profile's JIT thresholds reach the JVM, and the variable's options come after them,
+    # so that an option given there overrides the profile's.
+    jit = "-XX:Tier4InvocationThreshold=50000"
+    assert jit in options, options
+    assert options.index(jit) < options.index("-Dpoisonwatch.probe=on"), options
 
 
 def test_only_earlier_per_venv_archives_are_removed(
