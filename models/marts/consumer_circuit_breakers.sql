@@ -47,13 +47,23 @@ consumer_policies as (
         on default_policy.consumer_id = '*'
 ),
 
+{#
+    Two exception classes can reach the same longest same-type run on a server (or on two
+    servers): the class shown is the one whose run reached that length last, in attempt order
+    (then by server name). max_by over the run length alone would pick one of them by the order
+    Spark happens to read the rows in, which differs between a full refresh and an incremental
+    run.
+#}
 server_runs as (
     select
         consumer_id,
         server_name,
         max(same_type_run) as longest_same_type_run,
         max(any_type_run) as longest_any_type_run,
-        max_by(exception_class, same_type_run) as same_type_exception_class
+        max_by(
+            struct(exception_class, attempted_at),
+            struct(same_type_run, attempted_at, source_file, record_number, attempt_key)
+        ) as longest_same_type_run_end
     from runs
     group by consumer_id, server_name
 ),
@@ -79,17 +89,24 @@ server_reports as (
 
 per_consumer as (
     select
-        consumer_id,
-        max(longest_same_type_run) as longest_same_type_run,
-        max(longest_any_type_run) as longest_any_type_run,
-        max_by(same_type_exception_class, longest_same_type_run) as same_type_exception_class,
-        count_if(is_report) as reporting_server_count,
-        count_if(is_same_type_report) as same_type_reporting_server_count,
+        server_reports.consumer_id,
+        max(server_reports.longest_same_type_run) as longest_same_type_run,
+        max(server_reports.longest_any_type_run) as longest_any_type_run,
+        max_by(
+            server_reports.longest_same_type_run_end.exception_class,
+            struct(
+                server_reports.longest_same_type_run,
+                server_reports.longest_same_type_run_end.attempted_at,
+                server_reports.server_name
+            )
+        ) as same_type_exception_class,
+        count_if(server_reports.is_report) as reporting_server_count,
+        count_if(server_reports.is_same_type_report) as same_type_reporting_server_count,
         array_join(array_sort(collect_set(
-            case when is_report then server_name end
+            case when server_reports.is_report then server_reports.server_name end
         )), ',') as reporting_servers
     from server_reports
-    group by consumer_id
+    group by server_reports.consumer_id
 ),
 
 self_tripped as (
