@@ -20,6 +20,14 @@
     partitions of the messages they touch, old attempts and new sequenced again: a late
     attempt lands among its message's attempts and every window below sees it. The partition
     layout may differ from a full refresh's; the attempts, their sequence and marts do not.
+    A message still open when first seen (no committed or acknowledged receive, no
+    conversation end yet) goes to its hour's open partition ('<hour> open'), and a message
+    first seen by an incremental run to a partition of that run ('<hour>[ open] r<run>'):
+    the messages later landings touch are mostly those still being retried, so a run
+    rewrites them and not every message of their hour that was done long ago, and adding new
+    messages to an hour (the newest one, or an old one in a late file) rewrites nothing old.
+    At 1M attempts (bench, +1 %) the build rewrote 825,089 attempts by hours, 479,640 with
+    open partitions, 389,203 with run partitions too, for 10,779 in touched messages.
     Bucketed by message_key (var message_buckets): the models that group or window attempts
     per message (classified, redelivery schedule, failures accumulated, ordering) read them
     already distributed by message, with no shuffle. At 10M attempts, models only: 378 s ->
@@ -64,6 +72,8 @@
 ] -%}
 {%- set partition_seconds = var('message_partition_seconds', 3600) -%}
 {%- set new_batches_only = is_incremental() -%}
+{#- An incremental run puts new messages in partitions of its own (new_message_partition). -#}
+{%- set generation = run_started_at.strftime('%Y%m%dT%H%M%S') if new_batches_only else none -%}
 {%- set batch_filter -%}
     {%- if new_batches_only -%}
         where {{ unprocessed_batches_condition(this) }}
@@ -192,12 +202,17 @@ classified as (
         with new_messages as (
             select
                 message_key,
-                min(attempted_at) as first_new_attempted_at
+                min(attempted_at) as first_new_attempted_at,
+                max(is_settling) as is_settled
             from (
-                select message_key, attempted_at, batch_id
+                select
+                    message_key,
+                    attempted_at,
+                    is_success or is_conversation_end as is_settling,
+                    batch_id
                 from {{ ref('stg_service_broker__receive_attempts') }}
                 union all
-                select message_key, attempted_at, batch_id
+                select message_key, attempted_at, is_success as is_settling, batch_id
                 from {{ ref('stg_jms__receive_attempts') }}
             ) as landed
             {{ batch_filter }}
@@ -215,7 +230,12 @@ classified as (
         select distinct
             coalesce(
                 known_messages.message_partition,
-                {{ time_bucket('new_messages.first_new_attempted_at', partition_seconds) }}
+                {{ new_message_partition(
+                    'new_messages.first_new_attempted_at',
+                    'new_messages.is_settled',
+                    partition_seconds,
+                    generation,
+                ) }}
             ) as message_partition
         from new_messages
         left join known_messages
@@ -266,7 +286,13 @@ sequenced as (
         count(*) over message_all as attempt_count,
         coalesce(
             max(all_attempts.previous_message_partition) over message_all,
-            {{ time_bucket('min(all_attempts.attempted_at) over message_all', partition_seconds) }}
+            {{ new_message_partition(
+                'min(all_attempts.attempted_at) over message_all',
+                'max(all_attempts.is_success or all_attempts.is_conversation_end)'
+                ~ ' over message_all',
+                partition_seconds,
+                generation,
+            ) }}
         ) as message_partition
     from all_attempts
     window

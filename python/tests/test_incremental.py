@@ -53,6 +53,40 @@ RUN_COLUMNS = {
     ),
 }
 
+SEQUENCED = "poisonwatch_intermediate.int_receive_attempts_sequenced"
+LAYOUT = f"""
+    with attempts as (
+        select
+            message_key,
+            message_partition,
+            batch_id,
+            is_success or is_conversation_end as is_settling,
+            min(batch_id) over (partition by message_key) as first_batch_id,
+            max(batch_id) over () as delta_batch_id
+        from {SEQUENCED}
+    ),
+
+    messages as (
+        select
+            message_key,
+            count(distinct message_partition) as partitions,
+            max(message_partition) as message_partition,
+            bool_and(batch_id = delta_batch_id) as is_new,
+            coalesce(bool_or(batch_id = first_batch_id and is_settling), false) as was_settled
+        from attempts
+        group by message_key
+    )
+
+    select
+        count_if(is_new) as new_messages,
+        count_if(message_partition like '% open%') as open_messages,
+        count_if(partitions > 1) as split_messages,
+        count_if(is_new <> (message_partition rlike ' r[0-9]{{8}}T[0-9]{{6}}$'))
+            as misplaced_by_run,
+        count_if(was_settled = (message_partition like '% open%')) as misplaced_by_state
+    from messages
+"""
+
 # Runs in the child: both ingests, the incremental and the full-refresh builds, the label check
 # and the mart comparison; prints one JSON line prefixed with "@@".
 STEPS = """
@@ -84,6 +118,11 @@ with connect("local") as engine:
         "select count(distinct sequenced_at) "
         "from poisonwatch_intermediate.int_receive_attempts_sequenced"
     )
+    # Where the messages went (new_message_partition): each message in one partition; a
+    # message first seen by the incremental run in a partition of that run, no older one in
+    # such a partition; a message in an open partition if and only if no attempt of the
+    # landing batch it was first seen in settled it.
+    out["layout"] = engine.query(LAYOUT)[1][0]
     # After an incremental run the attempts are still bucketed by message: a per-message
     # aggregate reads them without a shuffle (dbt_project.yml, var message_buckets).
     out["per_message_plan"] = engine.query(
@@ -142,6 +181,7 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     constants = (
         f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
         f"MARTS = {list(MARTS)!r}\nSELECT = {SELECT!r}\nRUN_COLUMNS = {RUN_COLUMNS!r}\n"
+        f"LAYOUT = {LAYOUT!r}\n"
     )
     out = run_py(constants + STEPS, env)
     assert out is not None, "the child printed no result"
@@ -149,6 +189,9 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     assert out["rejected"] == [0, 0], out["rejected"]  # as `ingest --strict` would demand
     assert out["labels_ok"], json.dumps(out["labels"], indent=1)  # 100 % agreement
     assert out["runs"] == 2, out["runs"]
+    new_messages, open_messages, *misplaced = out["layout"]
+    assert new_messages > 0 and open_messages > 0, out["layout"]
+    assert misplaced == [0, 0, 0], out["layout"]  # split, by run, by state
     plan = out["per_message_plan"]
     assert "Bucketed: true" in plan and "Exchange" not in plan, plan
     assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS}, out["marts"]
