@@ -22,7 +22,8 @@
     layout may differ from a full refresh's; the attempts, their sequence and marts do not.
     A message still open when first seen (no committed or acknowledged receive, no
     conversation end yet) goes to its hour's open partition ('<hour> open'), and a message
-    first seen by an incremental run to a partition of that run ('<hour>[ open] r<run>'):
+    first seen by an incremental run to a partition of the run's hour ('<hour>[ open] r<run
+    hour>'):
     the messages later landings touch are mostly those still being retried, so a run
     rewrites them and not every message of their hour that was done long ago, and adding new
     messages to an hour (the newest one, or an old one in a late file) rewrites nothing old.
@@ -72,8 +73,12 @@
 ] -%}
 {%- set partition_seconds = var('message_partition_seconds', 3600) -%}
 {%- set new_batches_only = is_incremental() -%}
-{#- An incremental run puts new messages in partitions of its own (new_message_partition). -#}
-{%- set generation = run_started_at.strftime('%Y%m%dT%H%M%S') if new_batches_only else none -%}
+{#- An incremental run puts new messages in partitions of its own hour (new_message_partition):
+    the start of the time bucket holding the run's start, so runs in the same hour share them. -#}
+{%- set run_epoch = run_started_at.timestamp() | int -%}
+{%- set generation = modules.datetime.datetime.fromtimestamp(
+    run_epoch - run_epoch % (partition_seconds | int), modules.pytz.utc
+).strftime('%Y%m%dT%H%M%S') if new_batches_only else none -%}
 {%- set batch_filter -%}
     {%- if new_batches_only -%}
         where {{ unprocessed_batches_condition(this) }}
