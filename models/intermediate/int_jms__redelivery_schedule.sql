@@ -64,7 +64,9 @@ scheduled as (
     where with_next.is_failure
 )
 
-select
+{# rebalance: each partition written by one task (AQE splits a big one), not a file from
+    every task: fewer files to write and read (README, "Open and run partitions"). #}
+select /*+ rebalance(message_partition) */
     scheduled.*,
     timestamp_millis(
         unix_millis(scheduled.attempted_at) + coalesce(scheduled.expected_redelivery_delay_ms, 0)
