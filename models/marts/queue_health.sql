@@ -1,17 +1,31 @@
 -- One row per queue and snapshot: depth, age of the oldest message, poison messages in it,
 -- the run of whole-transaction rollbacks and Service Broker's five-rollback disable
 -- (rules.md, "Queues"). The state as of each snapshot comes from one time-ordered stream of
--- attempts, states, events and snapshot markers per queue (running window functions), not
--- from range joins.
+-- states, events and snapshot markers per queue (running window functions), not from range
+-- joins; the rollback run as of each snapshot from the attempts' hours (below).
 
+{#-
+    The rollback run as of a snapshot is that of the queue's last attempt at or before it, and
+    the longest run the greatest up to it. Whole hours before the snapshot's hour count as one
+    row each (runs_per_hour: a hash aggregate of four narrow columns); only the snapshot's own
+    hour is read attempt by attempt. Ordering every attempt of history with the snapshots in
+    one window cost 19.7 s of a +1 % build at 10M attempts, for 109 rows.
+-#}
 {%- set disable_at = var('queue_disable_rollbacks', 5) %}
+{%- set partition_seconds = var('attempt_partition_seconds', 3600) %}
 
 with snapshots as (
     select * from {{ ref('int_queue_snapshots') }}
 ),
 
 runs as (
-    select * from {{ ref('int_service_broker__queue_rollback_runs') }}
+    select
+        queue_key,
+        attempted_at,
+        queue_attempt_number,
+        rollback_run,
+        attempt_partition
+    from {{ ref('int_service_broker__queue_rollback_runs') }}
 ),
 
 states as (
@@ -83,24 +97,87 @@ state_at_snapshot as (
     group by queue_key, snapshot_at
 ),
 
-stream as (
+snapshot_hours as (
+    select distinct
+        queue_key,
+        snapshot_at,
+        {{ time_bucket('snapshot_at', partition_seconds) }} as attempt_partition
+    from snapshots
+    where broker_kind = 'service_broker'
+),
+
+runs_per_hour as (
+    {#- queue_attempt_number orders a queue's attempts within their hour (attempt_order). #}
     select
         queue_key,
-        attempted_at as event_at,
-        0 as event_order,
-        queue_attempt_number as tie_breaker,
-        rollback_run,
-        cast(null as timestamp) as disabled_event_at,
-        cast(null as timestamp) as enabled_state_at,
-        false as is_snapshot_marker
+        attempt_partition,
+        max(rollback_run) as longest_rollback_run,
+        max_by(rollback_run, queue_attempt_number) as last_rollback_run
     from runs
-    union all
+    group by queue_key, attempt_partition
+),
+
+runs_before_snapshot_hour as (
+    select
+        snapshot_hours.queue_key,
+        snapshot_hours.snapshot_at,
+        max(runs_per_hour.longest_rollback_run) as longest_rollback_run,
+        max_by(runs_per_hour.last_rollback_run, runs_per_hour.attempt_partition)
+            as last_rollback_run
+    from snapshot_hours
+    inner join runs_per_hour
+        on
+            snapshot_hours.queue_key = runs_per_hour.queue_key
+            {#- Hour labels are 'yyyy-MM-dd HH:mm:ss' (time_bucket): text order is time order. #}
+            and snapshot_hours.attempt_partition > runs_per_hour.attempt_partition
+    group by snapshot_hours.queue_key, snapshot_hours.snapshot_at
+),
+
+runs_in_snapshot_hour as (
+    {#- An attempt at the snapshot's very time counts: it happened before the queue was
+        looked at. Joined on the partition column, so Spark reads only the snapshots' hours. #}
+    select
+        snapshot_hours.queue_key,
+        snapshot_hours.snapshot_at,
+        max(runs.rollback_run) as longest_rollback_run,
+        max_by(runs.rollback_run, runs.queue_attempt_number) as last_rollback_run
+    from snapshot_hours
+    inner join runs
+        on
+            snapshot_hours.queue_key = runs.queue_key
+            and snapshot_hours.attempt_partition = runs.attempt_partition
+            and snapshot_hours.snapshot_at >= runs.attempted_at
+    group by snapshot_hours.queue_key, snapshot_hours.snapshot_at
+),
+
+rollback_state as (
+    select
+        snapshot_hours.queue_key,
+        snapshot_hours.snapshot_at,
+        coalesce(
+            runs_in_snapshot_hour.last_rollback_run,
+            runs_before_snapshot_hour.last_rollback_run
+        ) as current_rollback_run,
+        greatest(
+            runs_in_snapshot_hour.longest_rollback_run,
+            runs_before_snapshot_hour.longest_rollback_run
+        ) as longest_rollback_run
+    from snapshot_hours
+    left join runs_in_snapshot_hour
+        on
+            snapshot_hours.queue_key = runs_in_snapshot_hour.queue_key
+            and snapshot_hours.snapshot_at = runs_in_snapshot_hour.snapshot_at
+    left join runs_before_snapshot_hour
+        on
+            snapshot_hours.queue_key = runs_before_snapshot_hour.queue_key
+            and snapshot_hours.snapshot_at = runs_before_snapshot_hour.snapshot_at
+),
+
+stream as (
     select
         queue_key,
         snapshot_at as event_at,
         1 as event_order,
-        0 as tie_breaker,
-        cast(null as bigint) as rollback_run,
         cast(null as timestamp) as disabled_event_at,
         case when is_receive_enabled then snapshot_at end as enabled_state_at,
         false as is_snapshot_marker
@@ -110,8 +187,6 @@ stream as (
         queue_key,
         event_at,
         1 as event_order,
-        0 as tie_breaker,
-        cast(null as bigint) as rollback_run,
         event_at as disabled_event_at,
         cast(null as timestamp) as enabled_state_at,
         false as is_snapshot_marker
@@ -121,8 +196,6 @@ stream as (
         queue_key,
         snapshot_at as event_at,
         2 as event_order,
-        0 as tie_breaker,
-        cast(null as bigint) as rollback_run,
         cast(null as timestamp) as disabled_event_at,
         cast(null as timestamp) as enabled_state_at,
         true as is_snapshot_marker
@@ -134,14 +207,12 @@ as_of as (
         queue_key,
         event_at as snapshot_at,
         is_snapshot_marker,
-        last_value(rollback_run, true) over queue_history as current_rollback_run,
-        max(rollback_run) over queue_history as longest_rollback_run,
         max(disabled_event_at) over queue_history as last_disabled_event_at,
         max(enabled_state_at) over queue_history as last_enabled_state_at
     from stream
     window queue_history as (
         partition by queue_key
-        order by event_at, event_order, tie_breaker
+        order by event_at, event_order
         rows between unbounded preceding and current row
     )
 ),
@@ -150,8 +221,6 @@ snapshot_state as (
     select distinct
         queue_key,
         snapshot_at,
-        current_rollback_run,
-        longest_rollback_run,
         last_disabled_event_at,
         last_enabled_state_at
     from as_of
@@ -179,11 +248,11 @@ joined as (
         coalesce(poison_per_snapshot.poison_message_count, 0) as poison_message_count,
         case
             when snapshots.broker_kind = 'service_broker'
-                then coalesce(snapshot_state.current_rollback_run, 0)
+                then coalesce(rollback_state.current_rollback_run, 0)
         end as current_rollback_run,
         case
             when snapshots.broker_kind = 'service_broker'
-                then coalesce(snapshot_state.longest_rollback_run, 0)
+                then coalesce(rollback_state.longest_rollback_run, 0)
         end as longest_rollback_run,
         coalesce(state_at_snapshot.is_receive_disabled, false) as is_state_disabled,
         snapshots.broker_kind = 'service_broker'
@@ -202,6 +271,10 @@ joined as (
         on
             snapshots.queue_key = snapshot_state.queue_key
             and snapshots.snapshot_at = snapshot_state.snapshot_at
+    left join rollback_state
+        on
+            snapshots.queue_key = rollback_state.queue_key
+            and snapshots.snapshot_at = rollback_state.snapshot_at
     left join state_at_snapshot
         on
             snapshots.queue_key = state_at_snapshot.queue_key
