@@ -2,11 +2,14 @@
 -- (broker kind, queue) overrides the row for (broker kind, '*') as a whole (rules.md,
 -- "Policy lookup"); dbt vars are the last resort when neither row exists.
 
+{#- The queues come from the attempts counted per queue and minute: every attempt is counted
+    there, in about a hundredth of the rows (distinct over every attempt cost 5.7 s of a +1 %
+    build at 10M attempts). #}
 with queues as (
     select distinct
         broker_kind,
         queue_name
-    from {{ ref('int_receive_attempts_sequenced') }}
+    from {{ ref('int_receive_attempts_bucketed') }}
 ),
 
 policies as (
