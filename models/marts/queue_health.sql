@@ -117,60 +117,49 @@ runs_per_hour as (
     group by queue_key, attempt_partition
 ),
 
-runs_before_snapshot_hour as (
+runs_up_to_snapshot as (
+    {#- Per snapshot: each hour before its own as one row (hour labels are 'yyyy-MM-dd
+        HH:mm:ss', time_bucket: text order is time order), then each attempt of its own hour
+        up to it. An attempt at the snapshot's very time counts: it happened before the queue
+        was looked at. Joined on the partition column, so Spark reads only the snapshots'
+        hours of the attempts. #}
     select
         snapshot_hours.queue_key,
         snapshot_hours.snapshot_at,
-        max(runs_per_hour.longest_rollback_run) as longest_rollback_run,
-        max_by(runs_per_hour.last_rollback_run, runs_per_hour.attempt_partition)
-            as last_rollback_run
+        runs_per_hour.attempt_partition,
+        0 as queue_attempt_number,
+        runs_per_hour.longest_rollback_run,
+        runs_per_hour.last_rollback_run
     from snapshot_hours
     inner join runs_per_hour
         on
             snapshot_hours.queue_key = runs_per_hour.queue_key
-            {#- Hour labels are 'yyyy-MM-dd HH:mm:ss' (time_bucket): text order is time order. #}
             and snapshot_hours.attempt_partition > runs_per_hour.attempt_partition
-    group by snapshot_hours.queue_key, snapshot_hours.snapshot_at
-),
-
-runs_in_snapshot_hour as (
-    {#- An attempt at the snapshot's very time counts: it happened before the queue was
-        looked at. Joined on the partition column, so Spark reads only the snapshots' hours. #}
+    union all
     select
         snapshot_hours.queue_key,
         snapshot_hours.snapshot_at,
-        max(runs.rollback_run) as longest_rollback_run,
-        max_by(runs.rollback_run, runs.queue_attempt_number) as last_rollback_run
+        runs.attempt_partition,
+        runs.queue_attempt_number,
+        runs.rollback_run as longest_rollback_run,
+        runs.rollback_run as last_rollback_run
     from snapshot_hours
     inner join runs
         on
             snapshot_hours.queue_key = runs.queue_key
             and snapshot_hours.attempt_partition = runs.attempt_partition
             and snapshot_hours.snapshot_at >= runs.attempted_at
-    group by snapshot_hours.queue_key, snapshot_hours.snapshot_at
 ),
 
 rollback_state as (
     select
-        snapshot_hours.queue_key,
-        snapshot_hours.snapshot_at,
-        coalesce(
-            runs_in_snapshot_hour.last_rollback_run,
-            runs_before_snapshot_hour.last_rollback_run
-        ) as current_rollback_run,
-        greatest(
-            runs_in_snapshot_hour.longest_rollback_run,
-            runs_before_snapshot_hour.longest_rollback_run
-        ) as longest_rollback_run
-    from snapshot_hours
-    left join runs_in_snapshot_hour
-        on
-            snapshot_hours.queue_key = runs_in_snapshot_hour.queue_key
-            and snapshot_hours.snapshot_at = runs_in_snapshot_hour.snapshot_at
-    left join runs_before_snapshot_hour
-        on
-            snapshot_hours.queue_key = runs_before_snapshot_hour.queue_key
-            and snapshot_hours.snapshot_at = runs_before_snapshot_hour.snapshot_at
+        queue_key,
+        snapshot_at,
+        max_by(last_rollback_run, struct(attempt_partition, queue_attempt_number))
+            as current_rollback_run,
+        max(longest_rollback_run) as longest_rollback_run
+    from runs_up_to_snapshot
+    group by queue_key, snapshot_at
 ),
 
 stream as (
