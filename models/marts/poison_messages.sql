@@ -1,6 +1,52 @@
 -- One row per message with at least one failure: counts, last error, failure class and the
 -- verdict (classification, reason) of docs/rules.md, plus whether it is still live.
 
+{# Each effect column: its type, and how the rows of one message key combine. #}
+{%- set effect_columns = {
+    'dead_lettered_at': ('timestamp', 'max'),
+    'first_seen_in_dlq_at': ('timestamp', 'max'),
+    'is_dead_lettered_by_apply': ('boolean', 'max'),
+    'is_in_dlq_snapshot': ('boolean', 'max'),
+    'discarded_at': ('timestamp', 'min'),
+    'parked_at': ('timestamp', 'min'),
+    'has_out_of_order_processing': ('boolean', 'max'),
+    'expected_redelivery_delay_ms': ('bigint', 'max'),
+    'expected_redelivery_at': ('timestamp', 'max'),
+    'attempt_ended_at': ('timestamp', 'max'),
+    'apply_ended_at': ('timestamp', 'max'),
+} -%}
+{#- Each effect source (a CTE below) and the effect columns it provides. -#}
+{%- set effect_sources = [
+    ('dead_lettered', [
+        'dead_lettered_at', 'first_seen_in_dlq_at', 'is_dead_lettered_by_apply',
+        'is_in_dlq_snapshot',
+    ]),
+    ('removed_by_apply', ['discarded_at', 'parked_at']),
+    ('ordering', ['has_out_of_order_processing']),
+    ('redelivery', ['expected_redelivery_delay_ms', 'expected_redelivery_at']),
+    ('message_conversations_ended', ['attempt_ended_at', 'apply_ended_at']),
+] -%}
+{#- Per source, its row of every effect column (null where it has none); per column, its
+    aggregate over one message key's rows. -#}
+{%- set effect_selects = [] -%}
+{%- for source, provided in effect_sources -%}
+    {%- set expressions = ['message_key'] -%}
+    {%- for column, spec in effect_columns.items() -%}
+        {%- do expressions.append(
+            column if column in provided
+            else 'cast(null as ' ~ spec[0] ~ ') as ' ~ column
+        ) -%}
+    {%- endfor -%}
+    {%- do effect_selects.append(
+        'select\n            ' ~ expressions | join(',\n            ')
+        ~ '\n        from ' ~ source
+    ) -%}
+{%- endfor -%}
+{%- set effect_aggregates = [] -%}
+{%- for column, spec in effect_columns.items() -%}
+    {%- do effect_aggregates.append(spec[1] ~ '(' ~ column ~ ') as ' ~ column) -%}
+{%- endfor -%}
+
 with messages as (
     select * from {{ ref('int_messages_classified') }}
 ),
@@ -68,92 +114,9 @@ message_conversations_ended as (
 message_effects as (
     select
         message_key,
-        max(dead_lettered_at) as dead_lettered_at,
-        max(first_seen_in_dlq_at) as first_seen_in_dlq_at,
-        max(is_dead_lettered_by_apply) as is_dead_lettered_by_apply,
-        max(is_in_dlq_snapshot) as is_in_dlq_snapshot,
-        min(discarded_at) as discarded_at,
-        min(parked_at) as parked_at,
-        max(has_out_of_order_processing) as has_out_of_order_processing,
-        max(expected_redelivery_delay_ms) as expected_redelivery_delay_ms,
-        max(expected_redelivery_at) as expected_redelivery_at,
-        max(attempt_ended_at) as attempt_ended_at,
-        max(apply_ended_at) as apply_ended_at
+        {{ effect_aggregates | join(',\n        ') }}
     from (
-        select
-            message_key,
-            dead_lettered_at,
-            first_seen_in_dlq_at,
-            is_dead_lettered_by_apply,
-            is_in_dlq_snapshot,
-            cast(null as timestamp) as discarded_at,
-            cast(null as timestamp) as parked_at,
-            cast(null as boolean) as has_out_of_order_processing,
-            cast(null as bigint) as expected_redelivery_delay_ms,
-            cast(null as timestamp) as expected_redelivery_at,
-            cast(null as timestamp) as attempt_ended_at,
-            cast(null as timestamp) as apply_ended_at
-        from dead_lettered
-        union all
-        select
-            message_key,
-            null as dead_lettered_at,
-            null as first_seen_in_dlq_at,
-            null as is_dead_lettered_by_apply,
-            null as is_in_dlq_snapshot,
-            discarded_at,
-            parked_at,
-            null as has_out_of_order_processing,
-            null as expected_redelivery_delay_ms,
-            null as expected_redelivery_at,
-            null as attempt_ended_at,
-            null as apply_ended_at
-        from removed_by_apply
-        union all
-        select
-            message_key,
-            null as dead_lettered_at,
-            null as first_seen_in_dlq_at,
-            null as is_dead_lettered_by_apply,
-            null as is_in_dlq_snapshot,
-            null as discarded_at,
-            null as parked_at,
-            has_out_of_order_processing,
-            null as expected_redelivery_delay_ms,
-            null as expected_redelivery_at,
-            null as attempt_ended_at,
-            null as apply_ended_at
-        from ordering
-        union all
-        select
-            message_key,
-            null as dead_lettered_at,
-            null as first_seen_in_dlq_at,
-            null as is_dead_lettered_by_apply,
-            null as is_in_dlq_snapshot,
-            null as discarded_at,
-            null as parked_at,
-            null as has_out_of_order_processing,
-            expected_redelivery_delay_ms,
-            expected_redelivery_at,
-            null as attempt_ended_at,
-            null as apply_ended_at
-        from redelivery
-        union all
-        select
-            message_key,
-            null as dead_lettered_at,
-            null as first_seen_in_dlq_at,
-            null as is_dead_lettered_by_apply,
-            null as is_in_dlq_snapshot,
-            null as discarded_at,
-            null as parked_at,
-            null as has_out_of_order_processing,
-            null as expected_redelivery_delay_ms,
-            null as expected_redelivery_at,
-            attempt_ended_at,
-            apply_ended_at
-        from message_conversations_ended
+        {{ effect_selects | join('\n        union all\n        ') }}
     ) as effects
     group by message_key
 ),
