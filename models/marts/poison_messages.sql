@@ -1,19 +1,19 @@
 -- One row per message with at least one failure: counts, last error, failure class and the
 -- verdict (classification, reason) of docs/rules.md, plus whether it is still live.
 
-{# Each effect column: its type, and how the rows of one message key combine. #}
+{# Each effect column and how the rows of one message key combine. #}
 {%- set effect_columns = {
-    'dead_lettered_at': ('timestamp', 'max'),
-    'first_seen_in_dlq_at': ('timestamp', 'max'),
-    'is_dead_lettered_by_apply': ('boolean', 'max'),
-    'is_in_dlq_snapshot': ('boolean', 'max'),
-    'discarded_at': ('timestamp', 'min'),
-    'parked_at': ('timestamp', 'min'),
-    'has_out_of_order_processing': ('boolean', 'max'),
-    'expected_redelivery_delay_ms': ('bigint', 'max'),
-    'expected_redelivery_at': ('timestamp', 'max'),
-    'attempt_ended_at': ('timestamp', 'max'),
-    'apply_ended_at': ('timestamp', 'max'),
+    'dead_lettered_at': 'max',
+    'first_seen_in_dlq_at': 'max',
+    'is_dead_lettered_by_apply': 'max',
+    'is_in_dlq_snapshot': 'max',
+    'discarded_at': 'min',
+    'parked_at': 'min',
+    'has_out_of_order_processing': 'max',
+    'expected_redelivery_delay_ms': 'max',
+    'expected_redelivery_at': 'max',
+    'attempt_ended_at': 'max',
+    'apply_ended_at': 'max',
 } -%}
 {#- Each effect source (a CTE below) and the effect columns it provides. -#}
 {%- set effect_sources = [
@@ -21,21 +21,20 @@
         'dead_lettered_at', 'first_seen_in_dlq_at', 'is_dead_lettered_by_apply',
         'is_in_dlq_snapshot',
     ]),
-    ('removed_by_apply', ['discarded_at', 'parked_at']),
+    ('discarded', ['discarded_at']),
+    ('parked', ['parked_at']),
     ('ordering', ['has_out_of_order_processing']),
     ('redelivery', ['expected_redelivery_delay_ms', 'expected_redelivery_at']),
     ('message_conversations_ended', ['attempt_ended_at', 'apply_ended_at']),
 ] -%}
-{#- Per source, its row of every effect column (null where it has none); per column, its
-    aggregate over one message key's rows. -#}
+{#- Per source, its row of every effect column: null where it has none, which the union
+    widens to the type of the source that has it. Per column, its aggregate over one message
+    key's rows. -#}
 {%- set effect_selects = [] -%}
 {%- for source, provided in effect_sources -%}
     {%- set expressions = ['message_key'] -%}
-    {%- for column, spec in effect_columns.items() -%}
-        {%- do expressions.append(
-            column if column in provided
-            else 'cast(null as ' ~ spec[0] ~ ') as ' ~ column
-        ) -%}
+    {%- for column in effect_columns -%}
+        {%- do expressions.append(column if column in provided else 'null as ' ~ column) -%}
     {%- endfor -%}
     {%- do effect_selects.append(
         'select\n            ' ~ expressions | join(',\n            ')
@@ -43,8 +42,8 @@
     ) -%}
 {%- endfor -%}
 {%- set effect_aggregates = [] -%}
-{%- for column, spec in effect_columns.items() -%}
-    {%- do effect_aggregates.append(spec[1] ~ '(' ~ column ~ ') as ' ~ column) -%}
+{%- for column, aggregate in effect_columns.items() -%}
+    {%- do effect_aggregates.append(aggregate ~ '(' ~ column ~ ') as ' ~ column) -%}
 {%- endfor -%}
 
 with messages as (
@@ -59,17 +58,17 @@ dead_lettered as (
     select * from {{ ref('int_messages_dead_lettered') }}
 ),
 
-removed_by_apply as (
+discarded as (
     -- discarded or parked by apply: the message left its queue
     select
         message_key,
-        discarded_at,
-        cast(null as timestamp) as parked_at
+        discarded_at
     from {{ ref('stg_ops__discarded_messages') }}
-    union all
+),
+
+parked as (
     select
         message_key,
-        cast(null as timestamp) as discarded_at,
         parked_at
     from {{ ref('stg_ops__parked_messages') }}
 ),
