@@ -42,6 +42,32 @@ CASES = {
     ),
     "accepted_number": "{{ test_accepted_values_columns('pw_rows', {'a': [1, 4]}) }}",
 }
+# tests/generic/relationships.sql: dbt's relationships, with the parent read only in the
+# child's partitions when partition_column is given. Child keys a (partition p1), b (p2),
+# c (it's;--), d (p1); the parent holds a and b in their partitions, c in the partition with
+# the quote, and d only in another partition (p9): d moved, which the partitioned test reports
+# and dbt's plain test cannot see; e is missing from the parent altogether.
+REL_CHILD = (
+    "(select * from values ('a', 'p1'), ('b', 'p2'), ('c', concat('it', char(39), 's;--')),"
+    " ('d', 'p1'), (null, 'p1') as t(k, p))"
+)
+REL_PARENT = (
+    "(select * from values ('a', 'p1'), ('b', 'p2'), ('c', concat('it', char(39), 's;--')),"
+    " ('d', 'p9') as t(k, p))"
+)
+REL_CHILD_E = REL_CHILD.replace("(null, 'p1')", "('e', 'p2')")
+for name, child, partition in (
+    ("rel_parts", REL_CHILD, "'p'"),
+    ("rel_plain", REL_CHILD, "none"),
+    ("rel_parts_missing", REL_CHILD_E, "'p'"),
+    ("rel_plain_missing", REL_CHILD_E, "none"),
+    ("rel_parts_empty", "(select * from values ('a', 'p1') as t(k, p) where k = 'z')", "'p'"),
+    ("rel_parts_injected", REL_CHILD, '"p\'--"'),
+):
+    CASES[name] = (
+        f'{{{{ test_relationships("{child}", "k", "{REL_PARENT}", "k", '
+        f"partition_column={partition}) }}}}"
+    )
 # macros/utils/is_identifier.sql, the check every macro makes before it writes a name it was
 # given into SQL: each value and whether it is one plain identifier.
 IDENTIFIERS = [
@@ -216,3 +242,16 @@ def test_run_model_macros_refuse_column_names_that_are_not_identifiers(
     for name in ("segments_key_quote", "segments_order_string"):
         assert "rewrite_segments expects" in results[name]["error"], results[name]
     assert "carry_window_filter expects" in results["carry_key_quote"]["error"]
+
+
+def test_relationships_reads_the_parent_in_the_childs_partitions_only(
+    results: dict[str, Any],
+) -> None:
+    # d's parent row is in another partition: reported with partition_column, not without.
+    assert results["rel_parts"]["rows"] == [["d"]]
+    assert results["rel_plain"]["rows"] == []
+    # A key missing from the parent is reported either way; nulls are not checked.
+    assert results["rel_parts_missing"]["rows"] == [["d"], ["e"]]
+    assert results["rel_plain_missing"]["rows"] == [["e"]]
+    assert results["rel_parts_empty"]["rows"] == []
+    assert "partition_column must be one column name" in results["rel_parts_injected"]["error"]
