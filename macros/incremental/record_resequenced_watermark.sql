@@ -9,5 +9,7 @@
 {%- endmacro %}
 
 {% macro default__record_resequenced_watermark() -%}
-    {{ return(poisonwatch.record_watermark(ref('int_receive_attempts_sequenced'), 'sequenced_at')) }}
+    {{ return(poisonwatch.record_watermark(
+        ref('int_receive_attempts_sequenced'), 'sequenced_at', 'message_partition'
+    )) }}
 {%- endmacro %}

@@ -7,22 +7,24 @@
     scanning its own table for the newest value. Nothing when the upstream holds no value.
     The upstream's newest value is the invocation's cached latest_value (the one the scoped
     data tests compare with): the upstream was built before this model ran and nothing
-    rebuilds it in the same run. Nothing when that is not a timestamp.
+    rebuilds it in the same run. Nothing when that is not a timestamp. `partition_column`
+    (the upstream's) makes it the same cached scan as the upstream's scoped tests.
 -#}
-{% macro record_watermark(upstream, column) -%}
+{% macro record_watermark(upstream, column, partition_column=none) -%}
     {%- if upstream is none or upstream is string or not poisonwatch.is_identifier(column) -%}
         {{ exceptions.raise_compiler_error(
             "record_watermark expects a relation and one column name, got: "
             ~ upstream ~ ", " ~ column) }}
     {%- endif -%}
-    {{ return(adapter.dispatch('record_watermark', 'poisonwatch')(upstream, column)) }}
+    {{ return(adapter.dispatch('record_watermark', 'poisonwatch')(
+        upstream, column, partition_column)) }}
 {%- endmacro %}
 
-{% macro default__record_watermark(upstream, column) -%}
+{% macro default__record_watermark(upstream, column, partition_column=none) -%}
     {%- if not execute -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set newest = poisonwatch.latest_value(upstream, column) -%}
+    {%- set newest = poisonwatch.latest_value(upstream, column, partition_column) -%}
     {%- if newest is none or newest.value is none or newest.type != 'timestamp' -%}
         {{ return('') }}
     {%- endif -%}

@@ -1,47 +1,88 @@
 {#-
     The greatest value of `column` in `relation` and its Spark type, read once per relation and
-    column in a dbt invocation: `{'type': <type>, 'value': <text or none>}` (value none when the
-    relation holds no value), or none when the relation does not exist yet. Cached in the
-    invocation's graph, which every node shares: the callers (scoped data tests, the watermark
-    post-hooks) run after the relation was built, and nothing rebuilds it in the same run.
-    Only timestamp, date, string and integer columns are accepted.
+    column in a dbt invocation: `{'type': <type>, 'value': <text or none>, 'partitions': <list
+    or none>}` (value none when the relation holds no value), or none when the relation does not
+    exist yet. Cached in the invocation's graph, which every node shares: the callers (scoped
+    data tests, the watermark post-hooks) run after the relation was built, and nothing
+    rebuilds it in the same run. Only timestamp, date, string and integer columns are accepted.
+    With `partition_column` (the relation's one partition column), `partitions` lists, as text,
+    the partitions holding rows with the greatest value, found in the same scan (grouping by
+    the column instead of taking its maximum: at 10M attempts 2.7 s against 2.1 s), so that a
+    scoped test can name them and Spark prunes the others instead of opening every file's
+    footer to skip it by its statistics (1.9 s against 0.6 s per test on the sequenced
+    attempts' 936 files); none without it, or when a null partition holds such rows.
 -#}
-{% macro latest_value(relation, column) -%}
-    {%- if relation is none or relation is string or not poisonwatch.is_identifier(column) -%}
+{% macro latest_value(relation, column, partition_column=none) -%}
+    {%- if relation is none or relation is string or not poisonwatch.is_identifier(column)
+        or not (partition_column is none or poisonwatch.is_identifier(partition_column)) -%}
         {{ exceptions.raise_compiler_error(
-            "latest_value expects a relation and one column name, got: "
-            ~ relation ~ ", " ~ column) }}
+            "latest_value expects a relation, one column name and optionally one partition"
+            ~ " column name, got: " ~ relation ~ ", " ~ column ~ ", " ~ partition_column) }}
     {%- endif -%}
-    {{ return(adapter.dispatch('latest_value', 'poisonwatch')(relation, column)) }}
+    {{ return(adapter.dispatch('latest_value', 'poisonwatch')(
+        relation, column, partition_column)) }}
 {%- endmacro %}
 
-{% macro default__latest_value(relation, column) -%}
+{% macro default__latest_value(relation, column, partition_column=none) -%}
     {%- set cache = graph.setdefault('poisonwatch_latest_values', {})
         if graph is mapping else {} -%}
-    {%- set key = relation ~ '|' ~ column -%}
+    {%- set key = relation ~ '|' ~ column ~ '|' ~ (partition_column or '') -%}
     {%- if key not in cache -%}
         {%- if load_relation(relation) is none -%}
             {{ return(none) }}
         {%- endif -%}
         {#- The 'v' prefix keeps the values text: agate would read a date-like text as a date. -#}
-        {%- set query -%}
-            select
-                concat('v', typeof(max({{ column }}))) as value_type,
-                concat('v', cast(max({{ column }}) as string)) as newest_value
-            from {{ relation }}
-        {%- endset -%}
-        {%- set row = run_query(query).rows[0] -%}
-        {%- set value_type = row[0][1:] -%}
-        {%- if value_type not in ('timestamp', 'date', 'string', 'bigint', 'int') -%}
-            {{ exceptions.raise_compiler_error(
-                "column " ~ column ~ " of " ~ relation
-                ~ " must be a timestamp, date, string or integer to take its latest value, got: "
-                ~ value_type) }}
+        {%- if partition_column is none -%}
+            {%- set query -%}
+                select
+                    concat('v', typeof(max({{ column }}))) as value_type,
+                    concat('v', cast(max({{ column }}) as string)) as newest_value,
+                    'null' as partitions_json
+                from {{ relation }}
+            {%- endset -%}
+        {%- else -%}
+            {%- set query -%}
+                select
+                    concat('v', typeof({{ column }})) as value_type,
+                    concat('v', cast({{ column }} as string)) as newest_value,
+                    case
+                        when not max({{ partition_column }} is null)
+                            then to_json(collect_set(cast({{ partition_column }} as string)))
+                        else 'null'
+                    end as partitions_json
+                from {{ relation }}
+                group by {{ column }}
+                order by {{ column }} desc nulls last
+                limit 1
+            {%- endset -%}
         {%- endif -%}
-        {%- do cache.update({key: {
-            'type': value_type,
-            'value': none if row[1] is none else row[1][1:],
-        }}) -%}
+        {%- set rows = run_query(query).rows -%}
+        {%- if rows | length == 0 -%}
+            {#- Grouped, an empty relation gives no row: no value, as max() would say. -#}
+            {%- do cache.update({key: {'type': none, 'value': none, 'partitions': none}}) -%}
+        {%- else -%}
+            {%- set row = rows[0] -%}
+            {%- set value_type = row[0][1:] -%}
+            {%- if value_type not in ('timestamp', 'date', 'string', 'bigint', 'int') -%}
+                {{ exceptions.raise_compiler_error(
+                    "column " ~ column ~ " of " ~ relation
+                    ~ " must be a timestamp, date, string or integer to take its latest value,"
+                    ~ " got: " ~ value_type) }}
+            {%- endif -%}
+            {%- set value = none if row[1] is none else row[1][1:] -%}
+            {%- do cache.update({key: {
+                'type': value_type,
+                'value': value,
+                'partitions': none if value is none else fromjson(row[2]),
+            }}) -%}
+        {%- endif -%}
+        {#- The same newest value serves the callers that ask without a partition column. -#}
+        {%- set plain_key = relation ~ '|' ~ column ~ '|' -%}
+        {%- if plain_key not in cache -%}
+            {%- do cache.update({plain_key: {
+                'type': cache[key].type, 'value': cache[key].value, 'partitions': none,
+            }}) -%}
+        {%- endif -%}
     {%- endif -%}
     {{ return(cache[key]) }}
 {%- endmacro %}

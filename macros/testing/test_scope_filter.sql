@@ -3,6 +3,9 @@
     source table's `meta.tests_check_latest`: a column whose greatest value marks what the
     latest run wrote (`sequenced_at` of an incremental model: the partitions its latest run
     rewrote; `batch_id` / `_batch_id` of landing data: the latest ingest run's batch).
+    On a model partitioned by one other column, the partitions holding that value are named
+    as well (`cast(<partition> as string) in (...)`, found in the same scan as the value), so
+    that Spark prunes the others instead of opening every file to skip it by its statistics.
     Returns '' (every row) when the resource sets no such column, during `--full-refresh`,
     and at parse time. Called from get_where_subquery with the current test node as `model`.
 -#}
@@ -41,9 +44,27 @@
             "meta.tests_check_latest of " ~ tested.unique_id
             ~ " must be one column name, got: " ~ column) }}
     {%- endif -%}
-    {%- set newest = poisonwatch.latest_scope_value(relation, column) -%}
+    {#- A model partitioned by one other column: the partitions holding the newest value are
+        named too, so Spark prunes the rest instead of opening every file to skip it. -#}
+    {%- set partition_by = (tested.get('config') or {}).get('partition_by') -%}
+    {%- if partition_by is string -%}
+        {%- set partition_by = [partition_by] -%}
+    {%- endif -%}
+    {%- set partition_column = partition_by[0]
+        if partition_by is sequence and partition_by | length == 1
+            and partition_by[0] != column and poisonwatch.is_identifier(partition_by[0])
+        else none -%}
+    {%- set newest = poisonwatch.latest_scope_value(relation, column, partition_column) -%}
     {%- if newest is none -%}
         {{ return('') }}
+    {%- endif -%}
+    {%- set partitions = none -%}
+    {%- if newest and partition_column is not none -%}
+        {%- set partitions = poisonwatch.latest_value(relation, column, partition_column).partitions -%}
+    {%- endif -%}
+    {%- if partitions -%}
+        {{ return('cast(' ~ partition_column ~ ' as string) in ('
+            ~ poisonwatch.string_literal_list(partitions) ~ ') and ' ~ column ~ ' = ' ~ newest) }}
     {%- endif -%}
     {#- No value at all (an empty relation): the subquery finds none either, and costs nothing
         there; a constant `false` makes Spark 4 fail on some views (ASSIGNMENT_ARITY_MISMATCH). -#}

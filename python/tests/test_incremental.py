@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -92,7 +93,7 @@ LAYOUT = f"""
 STEPS = """
 import json
 from pathlib import Path
-from poisonwatch.warehouse.dbtrun import run_dbt
+from poisonwatch.warehouse.dbtrun import run_dbt, target_path
 from poisonwatch.warehouse.engine import connect
 from poisonwatch.ingest import ingest
 from poisonwatch.quality.labels import compare_labels
@@ -110,6 +111,24 @@ with connect("local") as engine:
     run()
     out["rejected"].append(ingest(engine, Path(DELTA)).rejected_total)
     run()
+    # The scoped data tests of the sequenced attempts, after the incremental run: they check
+    # the rows of the partitions holding its sequenced_at, named (test_scope_filter).
+    dbt("test", "--select", "int_receive_attempts_sequenced", "--exclude", "test_type:unit")
+    results = json.loads((target_path() / "run_results.json").read_text())["results"]
+    out["scoped_tests"] = {
+        r["unique_id"].split(".")[2]: [r["status"], r["compiled_code"]]
+        for r in results
+        if r["unique_id"].startswith("test.")  # not the on-run-start hook
+    }
+    out["latest_partitions"] = sorted(
+        row[0] for row in engine.query(
+            f"select distinct message_partition from {SEQUENCED} "
+            f"where sequenced_at = (select max(sequenced_at) from {SEQUENCED})"
+        )[1]
+    )
+    out["all_partitions"] = engine.scalar(
+        f"select count(distinct message_partition) from {SEQUENCED}"
+    )
     report = compare_labels(engine, Path(LANDING) / "labels.jsonl")
     out["labels_ok"] = report.ok
     out["labels"] = [vars(k) for k in report.kinds]
@@ -156,6 +175,17 @@ print("@@" + json.dumps(out, default=str))
 """
 
 
+NAMED = "cast(message_partition as string) in ("
+
+
+def sorted_partitions_named(sql: str) -> list[str]:
+    """The partitions a scoped test's SQL names (`... in ('a', 'b')`), sorted; [] if none."""
+    if NAMED not in sql:
+        return []
+    start = sql.index(NAMED) + len(NAMED)
+    return sorted(re.findall(r"'([^']*)'", sql[start : sql.index(")", start)]))
+
+
 def _hold_back(landing: Path, delta: Path) -> int:
     """Move the newest attempt files and two from the middle into `delta`; returns files moved."""
     moved = 0
@@ -181,7 +211,7 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     constants = (
         f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
         f"MARTS = {list(MARTS)!r}\nSELECT = {SELECT!r}\nRUN_COLUMNS = {RUN_COLUMNS!r}\n"
-        f"LAYOUT = {LAYOUT!r}\n"
+        f"LAYOUT = {LAYOUT!r}\nSEQUENCED = {SEQUENCED!r}\n"
     )
     out = run_py(constants + STEPS, env)
     assert out is not None, "the child printed no result"
@@ -192,6 +222,16 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     new_messages, open_messages, *misplaced = out["layout"]
     assert new_messages > 0 and open_messages > 0, out["layout"]
     assert misplaced == [0, 0, 0], out["layout"]  # split, by run, by state
+    # Each scoped test on the sequenced attempts passed and named exactly the partitions that
+    # hold the incremental run's rows, so Spark prunes the others.
+    partitions = out["latest_partitions"]
+    assert 0 < len(partitions) < out["all_partitions"], (partitions, out["all_partitions"])
+    assert len(out["scoped_tests"]) >= 5, out["scoped_tests"]
+    for name, (status, sql) in out["scoped_tests"].items():
+        assert status == "pass", (name, status)
+        assert "sequenced_at = cast(" in sql, (name, sql)
+        if not name.startswith("relationships"):  # classified's test: sequenced is the parent
+            assert sorted_partitions_named(sql) == partitions, (name, sql)
     plan = out["per_message_plan"]
     assert "Bucketed: true" in plan and "Exchange" not in plan, plan
     assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS}, out["marts"]
