@@ -73,6 +73,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         out=Path(args.out) if args.out else None,
         keep=args.keep,
         data_tests=not args.no_data_tests,
+        increment=args.increment,
     )
     return 0
 
@@ -525,6 +526,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--keep", action="store_true", help="keep each size's landing files and store afterwards"
+    )
+    p.add_argument(
+        "--increment",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="the delta holds about N attempts at every size instead of 1 %% of it (the same "
+        "new data on each history); results go to bench/results-increment-N.json",
     )
     p.add_argument(
         "--no-data-tests",

@@ -16,11 +16,13 @@ from poisonwatch.bench import (
     STEPS,
     chunk_records_for,
     count_records,
+    increment_line,
     merge_results,
     part_files,
     run_bench,
     split_delta,
 )
+from poisonwatch.config import PoisonwatchError
 from poisonwatch.generate import generate
 
 SIZE = 3000
@@ -74,6 +76,40 @@ def test_split_moves_about_one_percent_and_late_lines(tmp_path: Path) -> None:
         if dataset not in ATTEMPT_DATASETS:
             assert split.moved.get(dataset, []) == ([files[-1].name] if len(files) >= 4 else [])
     assert (landing / "labels.jsonl").is_file()
+
+
+def test_split_moves_the_share_it_is_given(tmp_path: Path) -> None:
+    """`--increment`: the same new data on every size; here 10 % of a 20k workload."""
+    landing, delta = tmp_path / "landing", tmp_path / "delta"
+    generate(landing, seed=42, attempts=22_000, chunk_records=chunk_records_for(20_000))
+    split = split_delta(landing, delta, delta_share=0.10)
+    assert split.attempts_loaded + split.incremental_attempts == split.attempts_total
+    assert 1_800 <= split.incremental_attempts <= 2_200, split.incremental_attempts
+    assert split.late_file is not None
+    for share in (0, 1, -0.5, 1.5):
+        with pytest.raises(PoisonwatchError, match="share of the attempts"):
+            split_delta(landing, tmp_path / f"delta{share}", delta_share=share)
+
+
+def test_bench_refuses_an_increment_not_smaller_than_every_size(tmp_path: Path) -> None:
+    for increment in (0, 1_000, 5_000):
+        with pytest.raises(PoisonwatchError, match="--increment"):
+            run_bench([1_000, 10_000], work=tmp_path, out=tmp_path / "r.json", increment=increment)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_increment_line_compares_each_size_with_the_smallest() -> None:
+    one_percent = [
+        {"attempts": 1_000_000, "incremental_build_s": 80.0},
+        {"attempts": 10_000_000, "incremental_build_s": 140.0},
+    ]
+    assert increment_line(one_percent) == (
+        "The deltas held 1 % of each size. Incremental build against the 1,000,000 attempts' "
+        "(80.0 s): 10,000,000: 1.75×."
+    )
+    same = [{**e, "increment_requested": 100_000} for e in one_percent]
+    assert "about 100,000 new attempts at every size" in increment_line(same)
+    assert increment_line(one_percent[:1]) is None
 
 
 def test_merge_replaces_the_same_size_and_keeps_the_others() -> None:

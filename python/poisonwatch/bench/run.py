@@ -167,13 +167,14 @@ def move_tail_lines(src: Path, dst: Path, lines: int, total: int) -> None:
 
 
 def _move_attempts(
-    files: list[Path], counts: dict[Path, int], target: Path, late: bool
+    files: list[Path], counts: dict[Path, int], target: Path, late: bool, delta_share: float
 ) -> tuple[int, list[str], str | None]:
-    """Move about 1 % of N of a dataset's attempts into `target`: the newest lines (whole files
-    while they fit, then the tail of the next), and when `late` a fifth of the share from the
-    tail of a file in the middle of history. Returns (records moved, names, late file)."""
+    """Move about `delta_share` × N of a dataset's attempts into `target`: the newest lines
+    (whole files while they fit, then the tail of the next), and when `late` a fifth of the
+    share from the tail of a file in the middle of history. Returns (records moved, names, late
+    file)."""
     total = sum(counts[f] for f in files)
-    share = round(total * DELTA_SHARE / (1 + DELTA_SHARE))  # about 1 % of N, not of N × 1.01
+    share = round(total * delta_share / (1 + delta_share))  # of N, not of N × (1 + share)
     late_lines = share // 5 if late and len(files) >= 3 else 0
     remaining = max(1, share - late_lines)
     moved, names = 0, []
@@ -200,10 +201,14 @@ def _move_attempts(
     return moved, sorted(names), late_name
 
 
-def split_delta(landing: Path, delta: Path) -> Split:
-    """Move about 1 % of the attempts (the newest ones, plus late-arriving ones from the middle
-    of history) and the newest file of the other datasets that have at least four files from
-    `landing` into `delta`, keeping the folder layout."""
+def split_delta(landing: Path, delta: Path, delta_share: float = DELTA_SHARE) -> Split:
+    """Move about `delta_share` (1 %) of the attempts (the newest ones, plus late-arriving ones
+    from the middle of history) and the newest file of the other datasets that have at least
+    four files from `landing` into `delta`, keeping the folder layout."""
+    if not 0 < delta_share < 1:
+        raise PoisonwatchError(
+            f"the delta's share of the attempts must be in (0, 1), got {delta_share}"
+        )
     split = Split()
     for dataset_dir in sorted(p for p in landing.iterdir() if p.is_dir()):
         dataset = dataset_dir.name
@@ -212,7 +217,9 @@ def split_delta(landing: Path, delta: Path) -> Split:
         if dataset in ATTEMPT_DATASETS:
             counts = {f: count_records(f) for f in files}
             split.attempts_total += sum(counts.values())
-            moved, names, late = _move_attempts(files, counts, target, late=dataset == LATE_DATASET)
+            moved, names, late = _move_attempts(
+                files, counts, target, late=dataset == LATE_DATASET, delta_share=delta_share
+            )
             split.late_file = late or split.late_file
             split.moved[dataset], split.moved_records[dataset] = names, moved
             split.incremental_attempts += moved
@@ -664,22 +671,25 @@ def bench_size(
     status: Any,
     machine: dict[str, Any],
     data_tests: bool = True,
+    increment: int | None = None,
 ) -> dict[str, Any]:
-    """Measure one size: generate, split, run the child; returns the results entry."""
+    """Measure one size: generate, split, run the child; returns the results entry. With
+    `increment`, the delta holds about that many attempts instead of 1 % of the size."""
     from poisonwatch.generate import generate
 
     label = f"{attempts:,} attempts"
     size_dir = work / str(attempts)
     shutil.rmtree(size_dir, ignore_errors=True)
     landing, delta = size_dir / "landing", size_dir / "delta"
-    generated = round(attempts * (1 + DELTA_SHARE))
+    delta_share = DELTA_SHARE if increment is None else increment / attempts
+    generated = round(attempts * (1 + delta_share))
     status.update(f"{label}: generate {generated:,} attempts …")
     started = time.monotonic()
     generate(landing, seed=seed, attempts=generated, chunk_records=chunk_records_for(attempts))
     generate_s = round(time.monotonic() - started, 3)
     console.print(f"  {label}: generate [dim]{generate_s:.1f} s[/dim]")
     status.update(f"{label}: split off the delta …")
-    split = split_delta(landing, delta)
+    split = split_delta(landing, delta, delta_share)
     console.print(
         f"  {label}: {split.attempts_loaded:,} attempts to load, "
         f"{split.incremental_attempts:,} in the delta (late file: {split.late_file})"
@@ -691,6 +701,7 @@ def bench_size(
         "attempts_generated": split.attempts_total,
         "attempts_loaded": split.attempts_loaded,
         "incremental_attempts": split.incremental_attempts,
+        "increment_requested": increment,
         "seed": seed,
         "chunk_records": chunk_records_for(attempts),
         "generate_s": generate_s,
@@ -860,9 +871,35 @@ def _markdown_rows(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
     return lines + ["| " + " | ".join(row) + " |" for row in rows]
 
 
+def increment_line(entries: Sequence[dict[str, Any]]) -> str | None:
+    """What the deltas held, and each size's incremental build against the smallest size's
+    (issue 15: the cost of an increment must not depend on history); none for one size."""
+    timed = [e for e in entries if e.get("incremental_build_s")]
+    if len(timed) < 2:
+        return None
+    requested = {e.get("increment_requested") for e in timed}
+    held = (
+        f"about {_fmt(requested.pop())} new attempts at every size (`--increment`)"
+        if len(requested) == 1 and None not in requested
+        else "1 % of each size"
+    )
+    base = timed[0]
+    ratios = ", ".join(
+        f"{_fmt(e['attempts'])}: {e['incremental_build_s'] / base['incremental_build_s']:.2f}×"
+        for e in timed[1:]
+    )
+    return (
+        f"The deltas held {held}. Incremental build against the {_fmt(base['attempts'])} "
+        f"attempts' ({base['incremental_build_s']:.1f} s): {ratios}."
+    )
+
+
 def markdown_table(entries: Sequence[dict[str, Any]]) -> str:
     lines = [describe_machine(entries), ""]
     lines += _markdown_rows(TABLE_COLUMNS, table_rows(entries))
+    increments = increment_line(entries)
+    if increments:
+        lines += ["", increments]
     lines += ["", *_markdown_rows(FLOOR_COLUMNS, floor_rows(entries))]
     rewrites = rewrite_rows(entries)
     if rewrites:
@@ -912,8 +949,11 @@ def print_slowest(entry: dict[str, Any]) -> None:
     console.print(table)
 
 
-def default_out() -> Path:
-    return project_root() / "bench" / "results.json"
+def default_out(increment: int | None = None) -> Path:
+    """bench/results.json; with a fixed increment, a file of its own (`results-increment-<N>`):
+    its rows answer another question (the same new data on every size) than the +1 % rows."""
+    name = "results.json" if increment is None else f"results-increment-{increment}.json"
+    return project_root() / "bench" / name
 
 
 def run_bench(
@@ -923,8 +963,12 @@ def run_bench(
     out: Path | None = None,
     keep: bool = False,
     data_tests: bool = True,
+    increment: int | None = None,
 ) -> list[dict[str, Any]]:
     """Benchmark each size in a fresh child process; merge into `out` and print the table.
+
+    `increment`: the delta of every size holds about that many attempts (the same new data on
+    a small and a large history) instead of 1 % of the size; smaller than every size.
 
     `data_tests=False` times models and seeds only (dbt's data tests excluded from both builds);
     the entry records it and the table marks the row.
@@ -935,15 +979,21 @@ def run_bench(
     sizes = sorted(set(sizes))
     if not sizes or min(sizes) < 1:
         raise PoisonwatchError("--attempts takes positive sizes")
+    if increment is not None and not 0 < increment < min(sizes):
+        raise PoisonwatchError(
+            f"--increment must be positive and smaller than every size, got {increment:,}"
+        )
     work = (work or home() / "bench").expanduser().resolve()
-    out = (out or default_out()).expanduser().resolve()
+    out = (out or default_out(increment)).expanduser().resolve()
     work.mkdir(parents=True, exist_ok=True)
     machine = machine_facts()
     entries = read_results(out)
     with console.status("starting …") as status:
         for attempts in sizes:
             console.rule(f"[bold]bench: {attempts:,} attempts (seed {seed})")
-            entry = bench_size(attempts, seed, work, keep, status, machine, data_tests)
+            entry = bench_size(
+                attempts, seed, work, keep, status, machine, data_tests, increment=increment
+            )
             entries = merge_results(entries, [entry])
             write_results(out, entries)
             out.with_suffix(".md").write_text(markdown_table(entries), encoding="utf-8")
