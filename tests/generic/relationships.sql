@@ -16,14 +16,10 @@
                 "relationships: partition_column must be one column name, got: "
                 ~ partition_column) }}
         {%- endif -%}
-        {%- if execute -%}
-            {%- set partitions_query -%}
-                select distinct cast({{ partition_column }} as string)
-                from {{ model }}
-                where {{ column_name }} is not null
-            {%- endset -%}
-            {%- set partitions = run_query(partitions_query).columns[0].values() | list -%}
-        {%- endif -%}
+        {#- As changed_partitions_filter lists the partitions it reads. -#}
+        {%- set partitions = poisonwatch.get_column_values(
+            model, partition_column, where=column_name ~ ' is not null'
+        ) -%}
     {%- endif %}
 
 with child as (
