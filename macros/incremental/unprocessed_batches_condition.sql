@@ -6,6 +6,9 @@
     README "Incremental runs and performance"), so the newest batch a model holds is its
     watermark. `relation` is the calling model's own table (`this`), which holds a
     `batch_id` column.
+    The newest batch is the one record_batch_watermark left on the table after the last run
+    (recorded_batch_watermark, a metastore lookup), else `max(batch_id)` over its rows. It is
+    kept for the run's hooks (batches_taken), which record what the run took in.
 -#}
 {% macro unprocessed_batches_condition(relation) -%}
     {%- if relation is none or relation is string -%}
@@ -19,12 +22,16 @@
     {%- if not execute -%}
         {{ return('true') }}
     {%- endif -%}
-    {%- set query -%}
-        select max(batch_id) from {{ relation }}
-    {%- endset -%}
-    {%- set watermark = run_query(query).columns[0].values()[0] -%}
+    {%- set watermark = poisonwatch.recorded_batch_watermark(relation) -%}
+    {%- if watermark is none -%}
+        {%- set query -%}
+            select max(batch_id) from {{ relation }}
+        {%- endset -%}
+        {%- set watermark = run_query(query).columns[0].values()[0] -%}
+    {%- endif -%}
+    {%- do poisonwatch.batches_taken(relation, watermark) -%}
     {%- if watermark is none -%}
         {{ return('true') }}
     {%- endif -%}
-    {{ return("batch_id > '" ~ (watermark | string | replace("\\", "\\\\") | replace("'", "\\'")) ~ "'") }}
+    {{ return('batch_id > ' ~ poisonwatch.string_literal_list([watermark])) }}
 {%- endmacro %}

@@ -4,9 +4,11 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
+        pre_hook="{{ record_batch_watermark('pending') }}",
         post_hook=[
             "{{ record_resequenced_watermark() }}",
             "drop view if exists {{ cached_rows_view(this) }}",
+            "{{ record_batch_watermark('committed') }}",
         ],
     )
 }}
@@ -64,6 +66,12 @@
 {%- if incremental -%}
     {#- Read several times: cached once. -#}
     {%- set new_attempts_sql = cache_rows(this, new_attempts_sql) -%}
+    {#- The newest batch among them, for the hooks (record_batch_watermark). -#}
+    {%- if execute -%}
+        {%- do batches_taken(this, run_query(
+            'select max(batch_id) from (' ~ new_attempts_sql ~ ') as new_rows'
+        ).columns[0].values()[0]) -%}
+    {%- endif -%}
     {%- set segments = rewrite_segments(
         this, new_attempts_sql, 'attempt_partition', key_columns, 'is_success',
         order_columns=order_columns

@@ -6,6 +6,8 @@
         clustered_by=['message_key'],
         buckets=var('message_buckets', 8),
         meta={'tests_check_latest': 'sequenced_at'},
+        pre_hook="{{ record_batch_watermark('pending') }}",
+        post_hook="{{ record_batch_watermark('committed') }}",
     )
 }}
 
@@ -79,11 +81,77 @@
 {%- set generation = modules.datetime.datetime.fromtimestamp(
     run_epoch - run_epoch % (partition_seconds | int), modules.pytz.utc
 ).strftime('%Y%m%dT%H%M%S') if new_batches_only else none -%}
-{%- set batch_filter -%}
-    {%- if new_batches_only -%}
-        where {{ unprocessed_batches_condition(this) }}
+{%- set partitions = [] -%}
+{%- set batch_filter = '' -%}
+{%- if new_batches_only -%}
+    {%- set landed_filter = 'where ' ~ unprocessed_batches_condition(this) -%}
+    {#-
+        The partitions to rewrite, read before the model runs so that the scan of this table
+        is pruned to them: where the touched messages already live, and, for messages never
+        seen, the hour of their first new attempt. With them, the newest batch landed: the
+        run takes no batch newer than that (one landing while it runs is the next run's), and
+        its hooks record it (record_batch_watermark).
+    -#}
+    {%- set partitions_query -%}
+        with new_messages as (
+            select
+                message_key,
+                min(attempted_at) as first_new_attempted_at,
+                max(is_settling) as is_settled,
+                max(batch_id) as newest_batch_id
+            from (
+                select
+                    message_key,
+                    attempted_at,
+                    is_success or is_conversation_end as is_settling,
+                    batch_id
+                from {{ ref('stg_service_broker__receive_attempts') }}
+                union all
+                select message_key, attempted_at, is_success as is_settling, batch_id
+                from {{ ref('stg_jms__receive_attempts') }}
+            ) as landed
+            {{ landed_filter }}
+            group by message_key
+        ),
+
+        known_messages as (
+            select distinct
+                message_key,
+                message_partition
+            from {{ this }}
+            where message_key in (select new_messages.message_key from new_messages)
+        )
+
+        select
+            coalesce(
+                known_messages.message_partition,
+                {{ new_message_partition(
+                    'new_messages.first_new_attempted_at',
+                    'new_messages.is_settled',
+                    partition_seconds,
+                    generation,
+                ) }}
+            ) as message_partition,
+            max(new_messages.newest_batch_id) as newest_batch_id
+        from new_messages
+        left join known_messages
+            on new_messages.message_key = known_messages.message_key
+        group by 1
+    {%- endset -%}
+    {%- if execute -%}
+        {%- set landed = run_query(partitions_query) -%}
+        {%- set partitions = landed.columns[0].values() | list -%}
+        {%- set newest_landed = landed.columns[1].values() | reject('none') | list -%}
+        {%- set batch_filter = landed_filter -%}
+        {%- if newest_landed -%}
+            {%- set batch_filter = batch_filter ~ ' and batch_id <= '
+                ~ string_literal_list([newest_landed | max]) -%}
+            {%- do batches_taken(this, newest_landed | max) -%}
+        {%- endif -%}
+    {%- else -%}
+        {%- set batch_filter = landed_filter -%}
     {%- endif -%}
-{%- endset %}
+{%- endif %}
 
 with service_broker_attempts as (
     select
@@ -197,58 +265,6 @@ classified as (
             and attempts.error_key = error_classes.error_key
 ),
 {%- if new_batches_only %}
-
-    {#-
-        The partitions to rewrite, read before the model runs so that the scan of this table
-        is pruned to them: where the touched messages already live, and, for messages never
-        seen, the hour of their first new attempt.
-    -#}
-    {%- set partitions_query -%}
-        with new_messages as (
-            select
-                message_key,
-                min(attempted_at) as first_new_attempted_at,
-                max(is_settling) as is_settled
-            from (
-                select
-                    message_key,
-                    attempted_at,
-                    is_success or is_conversation_end as is_settling,
-                    batch_id
-                from {{ ref('stg_service_broker__receive_attempts') }}
-                union all
-                select message_key, attempted_at, is_success as is_settling, batch_id
-                from {{ ref('stg_jms__receive_attempts') }}
-            ) as landed
-            {{ batch_filter }}
-            group by message_key
-        ),
-
-        known_messages as (
-            select distinct
-                message_key,
-                message_partition
-            from {{ this }}
-            where message_key in (select new_messages.message_key from new_messages)
-        )
-
-        select distinct
-            coalesce(
-                known_messages.message_partition,
-                {{ new_message_partition(
-                    'new_messages.first_new_attempted_at',
-                    'new_messages.is_settled',
-                    partition_seconds,
-                    generation,
-                ) }}
-            ) as message_partition
-        from new_messages
-        left join known_messages
-            on new_messages.message_key = known_messages.message_key
-    {%- endset -%}
-    {%- set partitions = (
-        run_query(partitions_query).columns[0].values() | list if execute else []
-    ) %}
 
     previous_attempts as (
         select

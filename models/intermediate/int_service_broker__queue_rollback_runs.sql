@@ -4,9 +4,11 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
+        pre_hook="{{ record_batch_watermark('pending') }}",
         post_hook=[
             "{{ record_resequenced_watermark() }}",
             "drop view if exists {{ cached_rows_view(this) }}",
+            "{{ record_batch_watermark('committed') }}",
         ],
     )
 }}
@@ -60,6 +62,12 @@
 {%- if incremental -%}
     {#- Read several times: cached once. -#}
     {%- set new_attempts_sql = cache_rows(this, new_attempts_sql) -%}
+    {#- The newest batch among them, for the hooks (record_batch_watermark). -#}
+    {%- if execute -%}
+        {%- do batches_taken(this, run_query(
+            'select max(batch_id) from (' ~ new_attempts_sql ~ ') as new_rows'
+        ).columns[0].values()[0]) -%}
+    {%- endif -%}
     {%- set segments = rewrite_segments(
         this, new_attempts_sql, 'attempt_partition', 'queue_key',
         'not is_whole_transaction_rollback'

@@ -55,6 +55,12 @@ RUN_COLUMNS = {
 }
 
 SEQUENCED = "poisonwatch_intermediate.int_receive_attempts_sequenced"
+# The models that record the newest landing batch they hold (record_batch_watermark).
+BATCH_MODELS = [
+    "int_receive_attempts_sequenced",
+    "int_service_broker__queue_rollback_runs",
+    "int_jms__consumer_failure_runs",
+]
 LAYOUT = f"""
     with attempts as (
         select
@@ -104,13 +110,34 @@ def dbt(*args):
 def run(*args):
     dbt("run", "--select", *SELECT, *args)
 
+def recorded_batches(engine):
+    # Per model that records its newest batch (record_batch_watermark): pending, committed,
+    # and the newest batch_id of its rows.
+    pairs = {}
+    for model in BATCH_MODELS:
+        table = "poisonwatch_intermediate." + model
+        props = {row[0]: row[1] for row in engine.query(f"show tblproperties {table}")[1]}
+        pairs[model] = [
+            props.get("poisonwatch.batch_watermark.pending"),
+            props.get("poisonwatch.batch_watermark"),
+            engine.scalar(f"select max(batch_id) from {table}"),
+        ]
+    return pairs
+
 out = {"rejected": [], "marts": {}}
 with connect("local") as engine:
     out["rejected"].append(ingest(engine, Path(LANDING)).rejected_total)
     dbt("seed")
     run()
+    out["first_batches"] = recorded_batches(engine)
     out["rejected"].append(ingest(engine, Path(DELTA)).rejected_total)
     run()
+    out["batches"] = recorded_batches(engine)
+    results = json.loads((target_path() / "run_results.json").read_text())["results"]
+    out["sequenced_sql"] = next(
+        r["compiled_code"] for r in results
+        if r["unique_id"].endswith(".int_receive_attempts_sequenced")
+    )
     # The scoped data tests of the sequenced attempts, after the incremental run: they check
     # the rows of the partitions holding its sequenced_at, named (test_scope_filter).
     dbt("test", "--select", "int_receive_attempts_sequenced", "--exclude", "test_type:unit")
@@ -211,7 +238,7 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     constants = (
         f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
         f"MARTS = {list(MARTS)!r}\nSELECT = {SELECT!r}\nRUN_COLUMNS = {RUN_COLUMNS!r}\n"
-        f"LAYOUT = {LAYOUT!r}\nSEQUENCED = {SEQUENCED!r}\n"
+        f"LAYOUT = {LAYOUT!r}\nSEQUENCED = {SEQUENCED!r}\nBATCH_MODELS = {BATCH_MODELS!r}\n"
     )
     out = run_py(constants + STEPS, env)
     assert out is not None, "the child printed no result"
@@ -219,6 +246,16 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     assert out["rejected"] == [0, 0], out["rejected"]  # as `ingest --strict` would demand
     assert out["labels_ok"], json.dumps(out["labels"], indent=1)  # 100 % agreement
     assert out["runs"] == 2, out["runs"]
+    # Each run left its newest batch on the table, before (pending) and after it wrote; the
+    # incremental run took the batches after the one the first run recorded, read back from
+    # the table's properties, and none newer than those it found landed.
+    for pairs in (out["first_batches"], out["batches"]):
+        for model, (pending, committed, newest) in pairs.items():
+            assert newest is not None and pending == committed == newest, (model, pairs)
+    first = out["first_batches"]["int_receive_attempts_sequenced"][2]
+    delta = out["batches"]["int_receive_attempts_sequenced"][2]
+    assert first < delta, (first, delta)
+    assert f"batch_id > '{first}' and batch_id <= '{delta}'" in out["sequenced_sql"]
     new_messages, open_messages, *misplaced = out["layout"]
     assert new_messages > 0 and open_messages > 0, out["layout"]
     assert misplaced == [0, 0, 0], out["layout"]  # split, by run, by state

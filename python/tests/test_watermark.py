@@ -4,6 +4,10 @@ each run (macros/incremental/record_watermark.sql, a post-hook) and read it back
 Spark on the store these tests share (conftest.py): the statement the hook writes for an
 upstream with rows and for an empty one, and what is read back from a table with the property,
 without it, and with a value that is not a timestamp (hostile text included).
+The same for the newest landing batch a model holds (record_batch_watermark.sql: a pending
+property before the run writes, a committed one after; recorded_batch_watermark.sql): the
+condition a model filters its new batches with reads the pair when both agree, and scans the
+table's batch_id when they differ (a run stopped between them), are missing or hold other text.
 test_incremental.py checks the models that use them against a full refresh."""
 
 from __future__ import annotations
@@ -31,8 +35,29 @@ def compiled(inline):
 def recorded(name):
     return compiled("{{ recorded_watermark(" + rel(name) + ", 'sequenced_at') }}")
 
+BATCHES = "('b20260101T000000Z_aaaaaaaa'), ('b20260102T000000Z_bbbbbbbb')"
+OLDER = "b20260101T000000Z_aaaaaaaa"
 with connect("local") as e:
     e.execute("create database if not exists wm")
+    for name in ("b_plain", "b_recorded", "b_pending", "b_hostile", "b_empty"):
+        e.execute(f"create table wm.{name} (batch_id string) using parquet")
+        if name != "b_empty":
+            e.execute(f"insert into wm.{name} values {BATCHES}")
+    # The recorded batch is deliberately older than the rows' newest: read back, it shows
+    # that the condition came from the properties, not from a scan.
+    e.execute(
+        "alter table wm.b_recorded set tblproperties ('poisonwatch.batch_watermark' = "
+        f"'{OLDER}', 'poisonwatch.batch_watermark.pending' = '{OLDER}')"
+    )
+    e.execute(
+        "alter table wm.b_pending set tblproperties ('poisonwatch.batch_watermark' = "
+        f"'{OLDER}', 'poisonwatch.batch_watermark.pending' = 'b20260103T000000Z_cccccccc')"
+    )
+    hostile = sql_string(OLDER + "' or true --")
+    e.execute(
+        f"alter table wm.b_hostile set tblproperties ('poisonwatch.batch_watermark' = "
+        f"{hostile}, 'poisonwatch.batch_watermark.pending' = {hostile})"
+    )
     e.execute("create table wm.up (sequenced_at timestamp, p string) using parquet")
     e.execute(
         "insert into wm.up values (timestamp '2026-01-01 00:00:00', 'a'), "
@@ -49,7 +74,25 @@ with connect("local") as e:
         "alter table wm.hostile set tblproperties ('poisonwatch.watermark.sequenced_at' = "
         + sql_string("2026-01-02 03:04:05') or true --") + ")"
     )
+
+def condition(name):
+    return compiled("{{ unprocessed_batches_condition(" + rel(name) + ") }}")
+
+TAKE = "{% do batches_taken(this, 'b20260102T000000Z_bbbbbbbb') %}"
 out = {
+    "conditions": {
+        name: condition(name)
+        for name in ("b_plain", "b_recorded", "b_pending", "b_hostile", "b_empty")
+    },
+    "taken": compiled(
+        "{% do batches_taken(" + rel("t") + ", 'b20260102T000000Z_bbbbbbbb') %}"
+        "{% do batches_taken(" + rel("t") + ", none) %}"
+        "{% do batches_taken(" + rel("t") + ", 'b20260101T000000Z_aaaaaaaa') %}"
+        "{{ batches_taken(" + rel("t") + ") }}|{{ batches_taken(" + rel("u") + ") }}"
+    ),
+    "pending_nothing_taken": compiled("{{ record_batch_watermark('pending') }}"),
+    "pending": compiled(TAKE + "{{ record_batch_watermark('pending') }}"),
+    "committed": compiled(TAKE + "{{ record_batch_watermark('committed') }}"),
     "hook": compiled("{{ record_watermark(" + rel("up") + ", 'sequenced_at') }}"),
     "hook_empty": compiled("{{ record_watermark(" + rel("empty") + ", 'sequenced_at') }}"),
     "plain": recorded("plain"),
@@ -85,3 +128,36 @@ def test_no_property_or_one_that_is_not_a_timestamp_reads_as_none(out: dict[str,
     # the caller then scans its own rows, as before the property existed
     assert out["plain"] == "None"
     assert out["hostile"] == "None"
+
+
+NEWEST = "b20260102T000000Z_bbbbbbbb"
+
+
+def test_the_batch_condition_reads_an_agreeing_pair_and_no_rows(out: dict[str, Any]) -> None:
+    # the pair holds an older batch than the rows do: no scan happened
+    assert out["conditions"]["b_recorded"] == "batch_id > 'b20260101T000000Z_aaaaaaaa'"
+
+
+def test_the_batch_condition_scans_without_an_agreeing_pair(out: dict[str, Any]) -> None:
+    # a run stopped between the hooks, no properties, or text that is not a batch id
+    for name in ("b_pending", "b_plain", "b_hostile"):
+        assert out["conditions"][name] == f"batch_id > '{NEWEST}'", (name, out["conditions"])
+    assert out["conditions"]["b_empty"] == "true"
+
+
+def test_batches_taken_keeps_the_newest_per_table(out: dict[str, Any]) -> None:
+    assert out["taken"] == f"{NEWEST}|None"
+
+
+def test_the_batch_hooks_write_pending_before_and_both_after(out: dict[str, Any]) -> None:
+    assert out["pending_nothing_taken"] == ""
+    assert re.fullmatch(
+        rf"alter table \S+ set tblproperties \('poisonwatch\.batch_watermark\.pending' "
+        rf"= '{NEWEST}'\)",
+        out["pending"],
+    ), out["pending"]
+    assert re.fullmatch(
+        rf"alter table \S+ set tblproperties \('poisonwatch\.batch_watermark\.pending' "
+        rf"= '{NEWEST}', 'poisonwatch\.batch_watermark' = '{NEWEST}'\)",
+        out["committed"],
+    ), out["committed"]

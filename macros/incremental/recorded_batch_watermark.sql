@@ -1,0 +1,36 @@
+{#-
+    The newest landing batch an incremental model has taken, as record_batch_watermark left it
+    on the model's table: the pair of table properties `poisonwatch.batch_watermark.pending`
+    (set before the run writes) and `poisonwatch.batch_watermark` (set after it wrote). Only
+    when both hold the same value is it the newest `batch_id` in the table; a run stopped
+    between the two, a table created before the properties existed or a rebuilt metastore
+    gives none, and the caller reads the newest batch_id from the rows themselves. A metastore
+    lookup, not a scan: `max(batch_id)` over the 10M-attempt store's sequenced attempts took
+    2.2-3.4 s warm and 7.9 s cold.
+-#}
+{% macro recorded_batch_watermark(relation) -%}
+    {%- if relation is none or relation is string -%}
+        {{ exceptions.raise_compiler_error(
+            "recorded_batch_watermark expects a relation (this), got: " ~ relation) }}
+    {%- endif -%}
+    {{ return(adapter.dispatch('recorded_batch_watermark', 'poisonwatch')(relation)) }}
+{%- endmacro %}
+
+{% macro default__recorded_batch_watermark(relation) -%}
+    {%- if not execute -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {%- set properties = {} -%}
+    {%- for row in run_query('show tblproperties ' ~ relation).rows -%}
+        {%- do properties.update({row[0] | string: row[row | length - 1] | string}) -%}
+    {%- endfor -%}
+    {%- set committed = properties.get('poisonwatch.batch_watermark') -%}
+    {%- set pending = properties.get('poisonwatch.batch_watermark.pending') -%}
+    {#- Batch ids are ingest's `b<UTC time>_<random>` (ingest/loader.py, new_batch_id); any
+        other text is not a watermark this project wrote. -#}
+    {%- if committed is none or committed != pending
+        or not modules.re.fullmatch('b[0-9]{8}T[0-9]{6}Z_[0-9a-f]+', committed) -%}
+        {{ return(none) }}
+    {%- endif -%}
+    {{ return(committed) }}
+{%- endmacro %}
