@@ -63,11 +63,7 @@
     {#- Read several times: cached once. -#}
     {%- set new_attempts_sql = cache_rows(this, new_attempts_sql) -%}
     {#- The newest batch among them, for the hooks (record_batch_watermark). -#}
-    {%- if execute -%}
-        {%- do batches_taken(this, run_query(
-            'select max(batch_id) from (' ~ new_attempts_sql ~ ') as new_rows'
-        ).columns[0].values()[0]) -%}
-    {%- endif -%}
+    {%- do batches_taken(this, newest_batch(new_attempts_sql)) -%}
     {%- set segments = rewrite_segments(
         this, new_attempts_sql, 'attempt_partition', 'queue_key',
         'not is_whole_transaction_rollback'

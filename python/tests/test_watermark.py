@@ -90,6 +90,10 @@ out = {
         "{% do batches_taken(" + rel("t") + ", 'b20260101T000000Z_aaaaaaaa') %}"
         "{{ batches_taken(" + rel("t") + ") }}|{{ batches_taken(" + rel("u") + ") }}"
     ),
+    "newest": compiled(
+        "{{ newest_batch('select batch_id from wm.b_plain') }}|"
+        "{{ newest_batch('select batch_id from wm.b_empty') }}"
+    ),
     "pending_nothing_taken": compiled("{{ record_batch_watermark('pending') }}"),
     "pending": compiled(TAKE + "{{ record_batch_watermark('pending') }}"),
     "committed": compiled(TAKE + "{{ record_batch_watermark('committed') }}"),
@@ -147,6 +151,10 @@ def test_the_batch_condition_scans_without_an_agreeing_pair(out: dict[str, Any])
 
 def test_batches_taken_keeps_the_newest_per_table(out: dict[str, Any]) -> None:
     assert out["taken"] == f"{NEWEST}|None"
+
+
+def test_newest_batch_of_a_query(out: dict[str, Any]) -> None:
+    assert out["newest"] == f"{NEWEST}|None"
 
 
 def test_the_batch_hooks_write_pending_before_and_both_after(out: dict[str, Any]) -> None:
