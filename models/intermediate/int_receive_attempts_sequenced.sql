@@ -138,18 +138,17 @@
             on new_messages.message_key = known_messages.message_key
         group by 1
     {%- endset -%}
+    {%- set batch_filter = landed_filter -%}
     {%- if execute -%}
         {%- set landed = run_query(partitions_query) -%}
         {%- set partitions = landed.columns[0].values() | list -%}
-        {%- set newest_landed = landed.columns[1].values() | reject('none') | list -%}
-        {%- set batch_filter = landed_filter -%}
-        {%- if newest_landed -%}
+        {%- set landed_batches = landed.columns[1].values() | reject('none') | list -%}
+        {%- if landed_batches -%}
+            {%- set newest_landed = landed_batches | max -%}
             {%- set batch_filter = batch_filter ~ ' and batch_id <= '
-                ~ string_literal_list([newest_landed | max]) -%}
-            {%- do batches_taken(this, newest_landed | max) -%}
+                ~ string_literal_list([newest_landed]) -%}
+            {%- do batches_taken(this, newest_landed) -%}
         {%- endif -%}
-    {%- else -%}
-        {%- set batch_filter = landed_filter -%}
     {%- endif -%}
 {%- endif %}
 
