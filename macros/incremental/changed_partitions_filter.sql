@@ -38,10 +38,11 @@
             {%- endif -%}
         {%- endif -%}
         {%- set bound = "timestamp '0001-01-01'" if newest_here is none
-            else 'cast(' ~ string_literal_list([newest_here]) ~ ' as timestamp)' -%}
+            else poisonwatch.timestamp_bound(newest_here) -%}
         {#- Models that ran after the same upstream run share one bound: the partitions are
             listed once per invocation and bound (the upstream is built before them and
-            nothing rebuilds it in the same run). -#}
+            nothing rebuilds it in the same run); an upstream that knows them puts them here
+            first (remember_latest_value). -#}
         {%- set cache = graph.setdefault('poisonwatch_changed_partitions', {})
             if execute and graph is mapping else {} -%}
         {%- set key = upstream ~ '|' ~ partition_column ~ '|' ~ watermark_column ~ '|' ~ bound -%}

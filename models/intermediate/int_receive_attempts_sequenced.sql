@@ -6,8 +6,14 @@
         clustered_by=['message_key'],
         buckets=var('message_buckets', 8),
         meta={'tests_check_latest': 'sequenced_at'},
-        pre_hook="{{ record_batch_watermark('pending') }}",
-        post_hook="{{ record_batch_watermark('committed') }}",
+        pre_hook=[
+            "{{ record_batch_watermark('pending') }}",
+            "{{ record_latest_value('sequenced_at', 'pending') }}",
+        ],
+        post_hook=[
+            "{{ record_batch_watermark('committed') }}",
+            "{{ record_latest_value('sequenced_at', 'committed') }}",
+        ],
     )
 }}
 
@@ -148,6 +154,17 @@
             {%- set batch_filter = batch_filter ~ ' and batch_id <= '
                 ~ string_literal_list([newest_landed]) -%}
             {%- do batches_taken(this, newest_landed) -%}
+        {%- endif -%}
+        {#- The partitions this run rewrites are the ones holding its `sequenced_at`, the
+            newest, and the only ones newer than the previous run's (recorded by the hooks):
+            the scoped tests and the models downstream take them from here instead of reading
+            `sequenced_at` from every attempt of history again. -#}
+        {%- if partitions -%}
+            {%- do remember_latest_value(
+                this, 'sequenced_at', 'timestamp',
+                run_started_at.strftime('%Y-%m-%d %H:%M:%S'), 'message_partition', partitions,
+                previous=recorded_latest_value(this, 'sequenced_at'),
+            ) -%}
         {%- endif -%}
     {%- endif -%}
 {%- endif %}

@@ -99,7 +99,7 @@ LAYOUT = f"""
 STEPS = """
 import json
 from pathlib import Path
-from poisonwatch.warehouse.dbtrun import run_dbt, target_path
+from poisonwatch.warehouse.dbtrun import dbt_log_path, run_dbt, target_path
 from poisonwatch.warehouse.engine import connect
 from poisonwatch.ingest import ingest
 from poisonwatch.quality.labels import compare_labels
@@ -124,15 +124,39 @@ def recorded_batches(engine):
         ]
     return pairs
 
+def recorded_latest(engine):
+    # What the sequenced attempts' hooks recorded (record_latest_value): pending, committed,
+    # and the newest sequenced_at of the rows.
+    props = {row[0]: row[1] for row in engine.query(f"show tblproperties {SEQUENCED}")[1]}
+    return [
+        props.get("poisonwatch.latest.sequenced_at.pending"),
+        props.get("poisonwatch.latest.sequenced_at"),
+        str(engine.scalar(f"select cast(max(sequenced_at) as string) from {SEQUENCED}")),
+    ]
+
 out = {"rejected": [], "marts": {}}
 with connect("local") as engine:
     out["rejected"].append(ingest(engine, Path(LANDING)).rejected_total)
     dbt("seed")
     run()
     out["first_batches"] = recorded_batches(engine)
+    out["first_latest"] = recorded_latest(engine)
     out["rejected"].append(ingest(engine, Path(DELTA)).rejected_total)
+    log_start = dbt_log_path().stat().st_size
     run()
+    with dbt_log_path().open(encoding="utf-8", errors="replace") as fh:
+        fh.seek(log_start)
+        incremental_log = fh.read()
+    # The scans of the sequenced attempts' sequenced_at for its newest value (latest_value)
+    # and for the partitions newer than a model's watermark (changed_partitions_filter): the
+    # incremental run's models downstream take both from what the sequenced run remembered.
+    out["sequenced_at_scans"] = [
+        incremental_log.count("typeof(sequenced_at)"),
+        incremental_log.count("distinct message_partition as value"),
+        incremental_log.count("where message_partition in ("),
+    ]
     out["batches"] = recorded_batches(engine)
+    out["latest"] = recorded_latest(engine)
     results = json.loads((target_path() / "run_results.json").read_text())["results"]
     out["sequenced_sql"] = next(
         r["compiled_code"] for r in results
@@ -256,6 +280,14 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     delta = out["batches"]["int_receive_attempts_sequenced"][2]
     assert first < delta, (first, delta)
     assert f"batch_id > '{first}' and batch_id <= '{delta}'" in out["sequenced_sql"]
+    # Its newest sequenced_at, recorded by both runs (the first from a scan, the second from
+    # what it wrote) and read back by the second.
+    for pending, committed, newest in (out["first_latest"], out["latest"]):
+        assert pending == committed == newest, (out["first_latest"], out["latest"])
+    assert out["first_latest"][2] < out["latest"][2], (out["first_latest"], out["latest"])
+    latest_scans, partition_scans, filtered = out["sequenced_at_scans"]
+    assert filtered > 0, out["sequenced_at_scans"]  # the log holds the models' queries
+    assert (latest_scans, partition_scans) == (0, 0), out["sequenced_at_scans"]
     new_messages, open_messages, *misplaced = out["layout"]
     assert new_messages > 0 and open_messages > 0, out["layout"]
     assert misplaced == [0, 0, 0], out["layout"]  # split, by run, by state

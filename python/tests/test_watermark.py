@@ -8,10 +8,13 @@ The same for the newest landing batch a model holds (record_batch_watermark.sql:
 property before the run writes, a committed one after; recorded_batch_watermark.sql): the
 condition a model filters its new batches with reads the pair when both agree, and scans the
 table's batch_id when they differ (a run stopped between them), are missing or hold other text.
+A model that knows the newest value it writes and the partitions holding it says so
+(remember_latest_value.sql), and latest_value then answers from that without a scan.
 test_incremental.py checks the models that use them against a full refresh."""
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -64,6 +67,20 @@ with connect("local") as e:
         "(timestamp '2026-01-02 03:04:05.123456', 'b')"
     )
     e.execute("create table wm.empty (sequenced_at timestamp) using parquet")
+    # The sequenced attempts' own newest value (record_latest_value's pair).
+    for name, pending, committed in (
+        ("l_agree", "2026-01-02 03:04:05", "2026-01-02 03:04:05"),
+        ("l_pending", "2026-01-03 00:00:00", "2026-01-02 03:04:05"),
+        ("l_hostile", "2026-01-02 03:04:05' or true --", "2026-01-02 03:04:05' or true --"),
+        ("l_none", None, None),
+    ):
+        e.execute(f"create table wm.{name} (sequenced_at timestamp) using parquet")
+        if pending is not None:
+            e.execute(
+                f"alter table wm.{name} set tblproperties "
+                f"('poisonwatch.latest.sequenced_at.pending' = {sql_string(pending)}, "
+                f"'poisonwatch.latest.sequenced_at' = {sql_string(committed)})"
+            )
     for name in ("plain", "stamped", "hostile"):
         e.execute(f"create table wm.{name} (sequenced_at timestamp) using parquet")
     e.execute(
@@ -99,10 +116,36 @@ out = {
     "committed": compiled(TAKE + "{{ record_batch_watermark('committed') }}"),
     "hook": compiled("{{ record_watermark(" + rel("up") + ", 'sequenced_at') }}"),
     "hook_empty": compiled("{{ record_watermark(" + rel("empty") + ", 'sequenced_at') }}"),
+    "latest": compiled(
+        "|".join(
+            "{{ recorded_latest_value(" + rel(name) + ", 'sequenced_at') }}"
+            for name in ("l_agree", "l_pending", "l_hostile", "l_none")
+        )
+    ),
+    # Outside an incremental run nothing was remembered: the pre-hook writes nothing.
+    "latest_pending_nothing": compiled("{{ record_latest_value('sequenced_at', 'pending') }}"),
+    "bound": compiled("{{ timestamp_bound('2026-01-02 03:04:05.5') }}"),
     "plain": recorded("plain"),
     "stamped": recorded("stamped"),
     "hostile": recorded("hostile"),
+    # wm.up's newest is 2026-01-02 03:04:05.123456 in partitions a and b: what is read back
+    # is what a model said it wrote, so no scan happened.
+    "remembered": compiled(
+        "{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', 'timestamp', "
+        "'2026-01-03 00:00:00', 'p', ['b']) %}"
+        "{{ latest_value(" + rel("up") + ", 'sequenced_at', 'p') | tojson }}|"
+        "{{ latest_scope_value(" + rel("up") + ", 'sequenced_at') }}|"
+        "{{ record_watermark(" + rel("up") + ", 'sequenced_at') }}"
+    ),
 }
+try:
+    compiled(
+        "{% if execute %}{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', "
+        "'timestamp', '2026-01-03 00:00:00', 'p', []) %}{% endif %}"
+    )
+    out["refused"] = ""
+except AssertionError as exc:
+    out["refused"] = str(exc)
 print("@@" + json.dumps(out))
 """
 
@@ -122,6 +165,32 @@ def test_the_hook_records_the_newest_upstream_value(out: dict[str, Any]) -> None
 
 def test_the_hook_writes_nothing_for_an_empty_upstream(out: dict[str, Any]) -> None:
     assert out["hook_empty"] == ""
+
+
+def test_a_value_a_model_remembers_is_read_without_a_scan(out: dict[str, Any]) -> None:
+    latest, scope, hook = out["remembered"].split("|")
+    assert json.loads(latest) == {
+        "type": "timestamp",
+        "value": "2026-01-03 00:00:00",
+        "partitions": ["b"],
+    }
+    assert scope == "cast('2026-01-03 00:00:00' as timestamp)"
+    assert re.fullmatch(
+        r"alter table \S+ set tblproperties \( 'poisonwatch\.watermark\.sequenced_at' "
+        r"= '2026-01-03 00:00:00' \)",
+        hook,
+    ), hook
+    assert "remember_latest_value expects" in out["refused"], out["refused"]
+
+
+def test_the_recorded_latest_value_is_read_only_from_an_agreeing_pair(
+    out: dict[str, Any],
+) -> None:
+    # a run stopped between the hooks, text that is not a timestamp, or no pair: None, and
+    # the models downstream scan as before
+    assert out["latest"] == "2026-01-02 03:04:05|None|None|None", out["latest"]
+    assert out["latest_pending_nothing"] == ""
+    assert out["bound"] == "cast('2026-01-02 03:04:05.5' as timestamp)"
 
 
 def test_a_recorded_timestamp_is_read_back(out: dict[str, Any]) -> None:
