@@ -61,6 +61,14 @@ BATCH_MODELS = [
     "int_service_broker__queue_rollback_runs",
     "int_jms__consumer_failure_runs",
 ]
+# The incremental models partitioned like the sequenced attempts (message_partition).
+MESSAGE_PARTITIONED = [
+    "int_receive_attempts_sequenced",
+    "int_messages_classified",
+    "int_failures_grouped",
+    "int_jms__redelivery_schedule",
+    "int_message_failures_accumulated",
+]
 LAYOUT = f"""
     with attempts as (
         select
@@ -98,6 +106,7 @@ LAYOUT = f"""
 # and the mart comparison; prints one JSON line prefixed with "@@".
 STEPS = """
 import json
+import re
 from pathlib import Path
 from poisonwatch.warehouse.dbtrun import dbt_log_path, run_dbt, target_path
 from poisonwatch.warehouse.engine import connect
@@ -143,29 +152,39 @@ with connect("local") as engine:
     out["first_latest"] = recorded_latest(engine)
     out["rejected"].append(ingest(engine, Path(DELTA)).rejected_total)
     log_start = dbt_log_path().stat().st_size
-    run()
+    # The incremental models and their data tests in one invocation, as `poisonwatch build`
+    # runs them (a model's scoped tests then take what the run remembered), then the rest of
+    # the selection. Nothing else is upstream of them but the staging views and the policy
+    # seeds' table, which this delta does not change.
+    dbt("build", "--select", "config.materialized:incremental", "--exclude-resource-type",
+        "unit_test")
+    results = json.loads((target_path() / "run_results.json").read_text())["results"]
+    run("--exclude", "config.materialized:incremental")
     with dbt_log_path().open(encoding="utf-8", errors="replace") as fh:
         fh.seek(log_start)
         incremental_log = fh.read()
-    # The scans of the sequenced attempts' sequenced_at for its newest value (latest_value)
-    # and for the partitions newer than a model's watermark (changed_partitions_filter): the
-    # incremental run's models downstream take both from what the sequenced run remembered.
+    # The scans of sequenced_at for a table's newest value (latest_value, for the scoped
+    # tests and the watermarks), per table, and for the partitions newer than a model's
+    # watermark (changed_partitions_filter): the incremental run's models take them from
+    # what the sequenced run remembered, and its models partitioned like it from what they
+    # read.
+    out["latest_value_scans"] = sorted(re.findall(
+        r"typeof\\(sequenced_at\\)\\) as value_type,.*?from (\\S+)", incremental_log, re.S
+    ))
     out["sequenced_at_scans"] = [
-        incremental_log.count("typeof(sequenced_at)"),
-        incremental_log.count("distinct message_partition as value"),
+        len(re.findall(
+            r"distinct message_partition as value\\s+from " + re.escape(SEQUENCED), incremental_log
+        )),
         incremental_log.count("where message_partition in ("),
     ]
     out["batches"] = recorded_batches(engine)
     out["latest"] = recorded_latest(engine)
-    results = json.loads((target_path() / "run_results.json").read_text())["results"]
     out["sequenced_sql"] = next(
         r["compiled_code"] for r in results
         if r["unique_id"].endswith(".int_receive_attempts_sequenced")
     )
-    # The scoped data tests of the sequenced attempts, after the incremental run: they check
-    # the rows of the partitions holding its sequenced_at, named (test_scope_filter).
-    dbt("test", "--select", "int_receive_attempts_sequenced", "--exclude", "test_type:unit")
-    results = json.loads((target_path() / "run_results.json").read_text())["results"]
+    # The scoped data tests of the incremental models: they check the rows of the partitions
+    # holding the latest sequenced_at, named (test_scope_filter).
     out["scoped_tests"] = {
         r["unique_id"].split(".")[2]: [r["status"], r["compiled_code"]]
         for r in results
@@ -285,22 +304,36 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     for pending, committed, newest in (out["first_latest"], out["latest"]):
         assert pending == committed == newest, (out["first_latest"], out["latest"])
     assert out["first_latest"][2] < out["latest"][2], (out["first_latest"], out["latest"])
-    latest_scans, partition_scans, filtered = out["sequenced_at_scans"]
+    partition_scans, filtered = out["sequenced_at_scans"]
     assert filtered > 0, out["sequenced_at_scans"]  # the log holds the models' queries
-    assert (latest_scans, partition_scans) == (0, 0), out["sequenced_at_scans"]
+    assert partition_scans == 0, out["sequenced_at_scans"]
+    # Only the two run models (partitioned by hour of attempt, not like the sequenced
+    # attempts) still read their own sequenced_at for their tests.
+    assert out["latest_value_scans"] == [
+        "poisonwatch_intermediate.int_jms__consumer_failure_runs",
+        "poisonwatch_intermediate.int_service_broker__queue_rollback_runs",
+    ], out["latest_value_scans"]
     new_messages, open_messages, *misplaced = out["layout"]
     assert new_messages > 0 and open_messages > 0, out["layout"]
     assert misplaced == [0, 0, 0], out["layout"]  # split, by run, by state
-    # Each scoped test on the sequenced attempts passed and named exactly the partitions that
-    # hold the incremental run's rows, so Spark prunes the others.
+    # Each scoped test of the incremental models passed; those on the sequenced attempts and
+    # on the models partitioned like them named exactly the partitions that hold the
+    # incremental run's rows, so Spark prunes the others.
     partitions = out["latest_partitions"]
     assert 0 < len(partitions) < out["all_partitions"], (partitions, out["all_partitions"])
-    assert len(out["scoped_tests"]) >= 5, out["scoped_tests"]
-    for name, (status, sql) in out["scoped_tests"].items():
+    named = {
+        name: sql
+        for name, (_, sql) in out["scoped_tests"].items()
+        if any(model in name for model in MESSAGE_PARTITIONED)
+        and not name.startswith("relationships")  # classified's: sequenced is the parent
+    }
+    assert sum("int_receive_attempts_sequenced" in name for name in named) >= 5, named
+    assert len(named) >= 15, sorted(named)
+    for name, (status, _) in out["scoped_tests"].items():
         assert status == "pass", (name, status)
+    for name, sql in named.items():
         assert "sequenced_at = cast(" in sql, (name, sql)
-        if not name.startswith("relationships"):  # classified's test: sequenced is the parent
-            assert sorted_partitions_named(sql) == partitions, (name, sql)
+        assert sorted_partitions_named(sql) == partitions, (name, sql)
     plan = out["per_message_plan"]
     assert "Bucketed: true" in plan and "Exchange" not in plan, plan
     assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS}, out["marts"]
