@@ -42,12 +42,5 @@
             'poisonwatch.batch_watermark': newest,
         } -%}
     {%- endif -%}
-    {%- set assignments = [] -%}
-    {%- for key, value in properties.items() -%}
-        {%- do assignments.append(
-            poisonwatch.string_literal_list([key]) ~ ' = '
-            ~ poisonwatch.string_literal_list([value])
-        ) -%}
-    {%- endfor -%}
-    alter table {{ this }} set tblproperties ({{ assignments | join(', ') }})
+    {{ poisonwatch.set_table_properties(this, properties) }}
 {%- endmacro %}

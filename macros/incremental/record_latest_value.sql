@@ -43,13 +43,9 @@
         {{ return('') }}
     {%- endif -%}
     {%- set key = 'poisonwatch.latest.' ~ column -%}
-    {%- set keys = [key ~ '.pending'] if state == 'pending' else [key ~ '.pending', key] -%}
-    {%- set assignments = [] -%}
-    {%- for name in keys -%}
-        {%- do assignments.append(
-            poisonwatch.string_literal_list([name]) ~ ' = '
-            ~ poisonwatch.string_literal_list([newest])
-        ) -%}
-    {%- endfor -%}
-    alter table {{ this }} set tblproperties ({{ assignments | join(', ') }})
+    {%- set properties = {key ~ '.pending': newest} -%}
+    {%- if state == 'committed' -%}
+        {%- do properties.update({key: newest}) -%}
+    {%- endif -%}
+    {{ poisonwatch.set_table_properties(this, properties) }}
 {%- endmacro %}

@@ -28,8 +28,5 @@
     {%- if newest is none or newest.value is none or newest.type != 'timestamp' -%}
         {{ return('') }}
     {%- endif -%}
-    alter table {{ this }} set tblproperties (
-        {{ poisonwatch.string_literal_list(['poisonwatch.watermark.' ~ column]) }}
-        = {{ poisonwatch.string_literal_list([newest.value]) }}
-    )
+    {{ poisonwatch.set_table_properties(this, {'poisonwatch.watermark.' ~ column: newest.value}) }}
 {%- endmacro %}

@@ -20,10 +20,7 @@
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set properties = {} -%}
-    {%- for row in run_query('show tblproperties ' ~ relation).rows -%}
-        {%- do properties.update({row[0] | string: row[row | length - 1] | string}) -%}
-    {%- endfor -%}
+    {%- set properties = poisonwatch.table_properties(relation) -%}
     {%- set committed = properties.get('poisonwatch.batch_watermark') -%}
     {%- set pending = properties.get('poisonwatch.batch_watermark.pending') -%}
     {#- Batch ids are ingest's `b<UTC time>_<random>` (ingest/loader.py, new_batch_id); any

@@ -19,10 +19,7 @@
     {%- if not execute -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set properties = {} -%}
-    {%- for row in run_query('show tblproperties ' ~ relation).rows -%}
-        {%- do properties.update({row[0] | string: row[row | length - 1] | string}) -%}
-    {%- endfor -%}
+    {%- set properties = poisonwatch.table_properties(relation) -%}
     {%- set committed = properties.get('poisonwatch.latest.' ~ column) -%}
     {%- set pending = properties.get('poisonwatch.latest.' ~ column ~ '.pending') -%}
     {%- if committed is none or committed != pending or not modules.re.fullmatch(

@@ -125,6 +125,9 @@ out = {
     # Outside an incremental run nothing was remembered: the pre-hook writes nothing.
     "latest_pending_nothing": compiled("{{ record_latest_value('sequenced_at', 'pending') }}"),
     "bound": compiled("{{ timestamp_bound('2026-01-02 03:04:05.5') }}"),
+    "set": compiled(
+        "{{ set_table_properties(" + rel("t") + ", {'a.b': 'x', 'c': \\"y' or true --\\"}) }}"
+    ),
     "plain": recorded("plain"),
     "stamped": recorded("stamped"),
     "hostile": recorded("hostile"),
@@ -157,8 +160,8 @@ def out(shared_store: SharedChild) -> dict[str, Any]:
 
 def test_the_hook_records_the_newest_upstream_value(out: dict[str, Any]) -> None:
     assert re.fullmatch(
-        r"alter table \S+ set tblproperties \( 'poisonwatch\.watermark\.sequenced_at' "
-        r"= '2026-01-02 03:04:05\.123456' \)",
+        r"alter table \S+ set tblproperties \('poisonwatch\.watermark\.sequenced_at' "
+        r"= '2026-01-02 03:04:05\.123456'\)",
         out["hook"],
     ), out["hook"]
 
@@ -176,8 +179,8 @@ def test_a_value_a_model_remembers_is_read_without_a_scan(out: dict[str, Any]) -
     }
     assert scope == "cast('2026-01-03 00:00:00' as timestamp)"
     assert re.fullmatch(
-        r"alter table \S+ set tblproperties \( 'poisonwatch\.watermark\.sequenced_at' "
-        r"= '2026-01-03 00:00:00' \)",
+        r"alter table \S+ set tblproperties \('poisonwatch\.watermark\.sequenced_at' "
+        r"= '2026-01-03 00:00:00'\)",
         hook,
     ), hook
     assert "remember_latest_value expects" in out["refused"], out["refused"]
@@ -191,6 +194,10 @@ def test_the_recorded_latest_value_is_read_only_from_an_agreeing_pair(
     assert out["latest"] == "2026-01-02 03:04:05|None|None|None", out["latest"]
     assert out["latest_pending_nothing"] == ""
     assert out["bound"] == "cast('2026-01-02 03:04:05.5' as timestamp)"
+    # the statement every watermark hook writes: keys and values quoted, in order
+    assert out["set"] == (
+        "alter table wm.t set tblproperties ('a.b' = 'x', 'c' = 'y\\' or true --')"
+    ), out["set"]
 
 
 def test_a_recorded_timestamp_is_read_back(out: dict[str, Any]) -> None:
