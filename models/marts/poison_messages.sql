@@ -77,7 +77,7 @@ ordering as (
     select
         message_key,
         has_out_of_order_processing
-    from {{ ref('int_jms__messages_overtaken') }}
+    from {{ ref('int_jms__message_ordering') }}
 ),
 
 redelivery as (

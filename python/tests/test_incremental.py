@@ -52,13 +52,6 @@ RUN_COLUMNS = {
         "attempt_key, previous_outcome, previous_exception_class, starts_same_type_island, "
         "any_type_run, same_type_run, attempt_partition"
     ),
-    # Not a run model, but incremental by a bound of its own (the queue's earliest new
-    # attempt): every column but where the row lives.
-    "int_jms__messages_overtaken": (
-        "message_key, broker_name, queue_name, message_id, first_attempted_at, "
-        "acknowledged_at, failure_count, redelivered_count, "
-        "first_later_message_acknowledged_at, has_out_of_order_processing, batch_id"
-    ),
 }
 
 SEQUENCED = "poisonwatch_intermediate.int_receive_attempts_sequenced"
@@ -189,10 +182,6 @@ with connect("local") as engine:
     out["sequenced_sql"] = next(
         r["compiled_code"] for r in results
         if r["unique_id"].endswith(".int_receive_attempts_sequenced")
-    )
-    out["overtaken_sql"] = next(
-        r["compiled_code"] for r in results
-        if r["unique_id"].endswith(".int_jms__messages_overtaken")
     )
     # The scoped data tests of the incremental models: they check the rows of the partitions
     # holding the latest sequenced_at, named (test_scope_filter).
@@ -348,12 +337,6 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
         sql = out["scoped_tests"][name][1]
         assert "cast(attempt_partition as string) in (" in sql, (name, sql)
         assert "sequenced_at = cast(" in sql, (name, sql)
-    # The JMS ordering read the sequenced attempts from a bound on, partitions and files
-    # pruned by it, not every JMS attempt again (the held-back middle file puts the bound
-    # in the middle of the history).
-    overtaken = out["overtaken_sql"]
-    assert re.search(r"message_partition >= '[0-9-]+ [0-9:]+'", overtaken), overtaken
-    assert "attempted_at >= cast('" in overtaken, overtaken
     plan = out["per_message_plan"]
     assert "Bucketed: true" in plan and "Exchange" not in plan, plan
     assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS}, out["marts"]
