@@ -257,8 +257,12 @@ def release_store_lock() -> None:
     release_file_lock(fh)
 
 
-def stop_spark() -> None:
-    """Stop the SparkSession and wait for its JVM to exit, so the next command finds Derby free."""
+def stop_spark(timeout: float | None = 30) -> None:
+    """Stop the SparkSession and wait for its JVM to exit, so the next command finds Derby free.
+
+    After `timeout` seconds the JVM is killed; `None` waits as long as it takes (the class
+    archive's run: its JVM writes the archive while it exits, and a kill cuts that short).
+    """
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
@@ -273,7 +277,7 @@ def stop_spark() -> None:
             if proc.stdin is not None:
                 proc.stdin.close()
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
         SparkContext._gateway = None
