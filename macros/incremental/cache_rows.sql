@@ -8,11 +8,21 @@
     which also frees its cache). Only `dbt run` and `dbt build` cache: while parsing, and in
     commands that compile without running hooks (`compile`, `docs generate`, sqlfluff's
     templater), nothing runs and `sql` is returned as it is, so no view is left behind.
+    `sql` must not hold a `with`: Spark (4.0) reuses a cached query holding one only where a
+    statement reads it at the top, not from a subquery or under another `with`, and there
+    quietly computes it again (found on an incremental JMS ordering, README). Write it with
+    subqueries instead.
 -#}
 {% macro cache_rows(relation, sql) -%}
     {%- if relation is none or sql is not string or sql | trim | length == 0 -%}
         {{ exceptions.raise_compiler_error(
             "cache_rows expects a relation and a query, got: " ~ relation ~ ", " ~ sql) }}
+    {%- endif -%}
+    {%- if modules.re.search('(?i)(^|[\\s(])with\\s+[a-z_][a-z0-9_]*\\s+as\\s*\\(', sql) -%}
+        {{ exceptions.raise_compiler_error(
+            "cache_rows of " ~ relation ~ ": the query holds a `with`, which Spark does not "
+            ~ "reuse from its cache once read from a subquery or another `with`; write it "
+            ~ "with subqueries") }}
     {%- endif -%}
     {{ return(adapter.dispatch('cache_rows', 'poisonwatch')(relation, sql)) }}
 {%- endmacro %}

@@ -149,6 +149,23 @@ try:
     out["refused"] = ""
 except AssertionError as exc:
     out["refused"] = str(exc)
+# cache_rows outside run and build returns its query; one holding a `with` is refused, as
+# Spark would not reuse it from the cache (a column named like the keyword is no `with`).
+out["cache_plain"] = compiled(
+    "{{ cache_rows(" + rel("up") + ", 'select with_x from (select 1 as with_x) as w') }}"
+)
+for name, sql in (
+    ("cache_with", "With  a AS (select 1) select * from a"),
+    ("cache_nested_with", "select * from (with a as (select 1) select * from a) as b"),
+):
+    try:
+        compiled(
+            "{% if execute %}{{ cache_rows(" + rel("up") + ", " + json.dumps(sql) + ") }}"
+            "{% endif %}"
+        )
+        out[name] = ""
+    except AssertionError as exc:
+        out[name] = str(exc)
 print("@@" + json.dumps(out))
 """
 
@@ -245,3 +262,9 @@ def test_the_batch_hooks_write_pending_before_and_both_after(out: dict[str, Any]
         rf"= '{NEWEST}', 'poisonwatch\.batch_watermark' = '{NEWEST}'\)",
         out["committed"],
     ), out["committed"]
+
+
+def test_cache_rows_refuses_a_query_spark_would_not_reuse(out: dict[str, Any]) -> None:
+    assert out["cache_plain"] == "select with_x from (select 1 as with_x) as w"
+    for name in ("cache_with", "cache_nested_with"):
+        assert "the query holds a `with`" in out[name], (name, out[name])
