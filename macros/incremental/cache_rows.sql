@@ -18,7 +18,9 @@
         {{ exceptions.raise_compiler_error(
             "cache_rows expects a relation and a query, got: " ~ relation ~ ", " ~ sql) }}
     {%- endif -%}
-    {%- if modules.re.search('(?i)(^|[\\s(])with\\s+[a-z_][a-z0-9_]*\\s+as\\s*\\(', sql) -%}
+    {%- if modules.re.search(
+        '(?i)(^|[\\s(])with\\s+(recursive\\s+)?[a-z_][a-z0-9_]*\\s*(\\([^)]*\\)\\s*)?as\\s*\\(', sql
+    ) -%}
         {{ exceptions.raise_compiler_error(
             "cache_rows of " ~ relation ~ ": the query holds a `with`, which Spark does not "
             ~ "reuse from its cache once read from a subquery or another `with`; write it "

@@ -157,6 +157,8 @@ out["cache_plain"] = compiled(
 for name, sql in (
     ("cache_with", "With  a AS (select 1) select * from a"),
     ("cache_nested_with", "select * from (with a as (select 1) select * from a) as b"),
+    ("cache_with_columns", "with a (x, y) as (select 1, 2) select * from a"),
+    ("cache_with_recursive", "with recursive a as (select 1) select * from a"),
 ):
     try:
         compiled(
@@ -266,5 +268,5 @@ def test_the_batch_hooks_write_pending_before_and_both_after(out: dict[str, Any]
 
 def test_cache_rows_refuses_a_query_spark_would_not_reuse(out: dict[str, Any]) -> None:
     assert out["cache_plain"] == "select with_x from (select 1 as with_x) as w"
-    for name in ("cache_with", "cache_nested_with"):
+    for name in ("cache_with", "cache_nested_with", "cache_with_columns", "cache_with_recursive"):
         assert "the query holds a `with`" in out[name], (name, out[name])

@@ -54,8 +54,8 @@ spark.sql("describe table extended warm.t").collect()
 spark.sql("drop table warm.t")
 # The class path the archive is bound to: the check maps the archive against it.
 Path("classpath.txt").write_text(spark._jvm.System.getProperty("java.class.path"))
-# The JVM dumps the archive while it exits: a slow machine takes well over the commands' 30 s
-# to do it, and a kill would leave no archive. The builder's own timeout still bounds the run.
+# The JVM dumps the archive while it exits (22 s on a quiet machine): a loaded one can take
+# more than the commands' 30 s, and a kill leaves no archive. The builder's timeout bounds it.
 stop_spark(timeout=None)
 """
 
