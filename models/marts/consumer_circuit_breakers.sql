@@ -7,8 +7,8 @@ with runs as (
     select * from {{ ref('int_jms__consumer_failure_runs') }}
 ),
 
-consumers as (
-    select * from {{ ref('int_jms__consumers_summarized') }}
+consumer_servers as (
+    select * from {{ ref('int_jms__consumer_servers_summarized') }}
 ),
 
 policies as (
@@ -18,6 +18,17 @@ policies as (
         upper({{ seed_string('breaker_mode') }}) as breaker_mode,
         {{ seed_string('scheduled_group') }} as scheduled_group
     from {{ ref('consumer_policies') }}
+),
+
+consumers as (
+    {#- The consumer settings with attempts, from their rows per server and partition. #}
+    select
+        consumer_id,
+        cast(count(distinct server_name) as int) as server_count,
+        min(first_attempted_at) as first_attempted_at,
+        max(last_attempted_at) as last_attempted_at
+    from consumer_servers
+    group by consumer_id
 ),
 
 consumer_policies as (

@@ -12,8 +12,8 @@
     'has_out_of_order_processing': 'max',
     'expected_redelivery_delay_ms': 'max',
     'expected_redelivery_at': 'max',
-    'attempt_ended_at': 'max',
-    'apply_ended_at': 'max',
+    'attempt_ended_at': 'min',
+    'apply_ended_at': 'min',
 } -%}
 {#- Each effect source (a CTE below) and the effect columns it provides. -#}
 {%- set effect_sources = [
@@ -50,8 +50,12 @@ with messages as (
     select * from {{ ref('int_messages_classified') }}
 ),
 
-conversations_ended as (
-    select * from {{ ref('int_conversations_ended') }}
+attempt_ended_conversations as (
+    select * from {{ ref('int_service_broker__conversations_ended') }}
+),
+
+apply_ended_conversations as (
+    select * from {{ ref('stg_ops__ended_conversations') }}
 ),
 
 dead_lettered as (
@@ -89,6 +93,26 @@ redelivery as (
     where is_latest_failure
 ),
 
+conversations_ended as (
+    {#- A conversation's ends: one row per message partition where an attempt ended it, one
+        per apply run that ended it; message_effects keeps the earliest of each kind. #}
+    select
+        server_name,
+        database_name,
+        conversation_handle,
+        attempt_ended_at,
+        cast(null as timestamp) as apply_ended_at
+    from attempt_ended_conversations
+    union all
+    select
+        server_name,
+        database_name,
+        conversation_handle,
+        cast(null as timestamp) as attempt_ended_at,
+        ended_at as apply_ended_at
+    from apply_ended_conversations
+),
+
 message_conversations_ended as (
     select
         messages.message_key,
@@ -107,8 +131,9 @@ message_conversations_ended as (
     dead-lettered, discarded, parked, ordering, next redelivery) as one narrow row per message
     key, so the wide message rows are shuffled once, for one join, instead of once per join
     (the query 11.3 s warm against 12.6 s on a 10M store, same rows). Every source but the
-    ledger holds at most one row per message key (their key tests), so max() takes that row's
-    value; min() keeps apply's first discard or park.
+    ledgers and the conversation ends holds at most one row per message key (their key
+    tests), so max() takes that row's value; min() keeps apply's first discard or park and a
+    conversation's earliest end.
 #}
 message_effects as (
     select
