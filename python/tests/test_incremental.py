@@ -68,6 +68,8 @@ MESSAGE_PARTITIONED = [
     "int_failures_grouped",
     "int_jms__redelivery_schedule",
     "int_message_failures_accumulated",
+    "int_service_broker__conversations_ended",
+    "int_jms__consumer_servers_summarized",
 ]
 LAYOUT = f"""
     with attempts as (
