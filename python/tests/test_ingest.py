@@ -640,6 +640,34 @@ def test_a_run_killed_before_its_ledger_is_undone_by_the_next(
     assert summary.datasets["ssb_receive_attempts"].files_loaded == 1
 
 
+def test_a_stage_left_by_a_killed_run_is_dropped_and_no_run_leaves_one(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A chunk's records are staged in `raw.ingest_stage_<batch>`. A run killed after it
+    wrote one leaves the table: the next run drops it. A run killed while it wrote one may
+    leave files no table owns: the next run stages under its own batch's name, not there."""
+    ingest.loader.ensure_tables(engine)
+    engine.execute(
+        "create table raw.ingest_stage_b20200101t000000z_0badf00d using parquet as select 1 as x"
+    )
+    _, rows = engine.query("describe database extended raw")
+    location = next(str(r[1]) for r in rows if str(r[0]).lower() == "location")
+    raw_dir = Path(location.removeprefix("file:"))
+    (raw_dir / "ingest_stage_b20200101t000001z_0badf00d").mkdir()
+    (raw_dir / "ingest_stage_b20200101t000001z_0badf00d" / "part-0.parquet").write_bytes(b"x")
+    write(tmp_path / "ssb_receive_attempts" / "a.jsonl", attempt() + "\n")
+    write(tmp_path / "jms_activations" / "a.jsonl", "not json\n")
+
+    summary = run(engine, tmp_path)
+    assert summary.datasets["ssb_receive_attempts"].records_loaded == 1
+    assert summary.datasets["jms_activations"].records_rejected == 1
+    _, tables = engine.query("show tables in raw like 'ingest_stage*'")
+    assert tables == []
+    assert sorted(p.name for p in raw_dir.glob("ingest_stage_*")) == [
+        "ingest_stage_b20200101t000001z_0badf00d"
+    ]
+
+
 def test_batch_ids_sort_after_the_newest_seen_even_when_the_clock_steps_back() -> None:
     now = datetime(2026, 11, 23, 1, 0, 0)
     assert new_batch_id(now).startswith("b20261123T010000Z_")
