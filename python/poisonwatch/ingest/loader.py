@@ -162,16 +162,18 @@ def quiet_spark_log(engine: Engine) -> Iterator[None]:
             spark.sparkContext.setLogLevel("ERROR")
 
 
-def ensure_tables(engine: Engine) -> None:
-    """Create the raw tables unless they all exist (saves ten statements per run)."""
+def ensure_tables(engine: Engine) -> set[str]:
+    """Create the raw tables unless they all exist (saves ten statements per run); returns
+    the tables the raw database held before (none when it was just created)."""
     _, dbs = engine.query(f"show databases like {sql_string(RAW_DATABASE)}")
     if not dbs:  # (`if not exists` alone makes the Hive metastore log a stack trace)
         create_raw_tables(engine)
-        return
+        return set()
     _, rows = engine.query(f"show tables in {ident(RAW_DATABASE)}")
     have = {str(r[1]) for r in rows}
     if not {*DATASETS, REJECTS_TABLE, LEDGER_TABLE} <= have:
         create_raw_tables(engine)
+    return have
 
 
 @contextmanager
@@ -276,16 +278,12 @@ def _drop_stage(engine: Engine, stage: str) -> None:
     engine.execute(f"drop table if exists {stage}")
 
 
-def drop_stale_stages(engine: Engine) -> list[str]:
-    """Drop the stage tables runs that were killed left behind."""
+def drop_stale_stages(engine: Engine, raw_tables: set[str]) -> None:
+    """Drop the stage tables runs that were killed left behind (`raw_tables`: the tables of
+    the raw database, as ensure_tables listed them)."""
     engine.execute(f"drop view if exists {DUPLICATES}")
-    _, rows = engine.query(
-        f"show tables in {ident(RAW_DATABASE)} like {sql_string(STAGE_PREFIX + '*')}"
-    )
-    names = sorted(str(r[1]) for r in rows if str(r[1]).startswith(STAGE_PREFIX))
-    for name in names:
+    for name in sorted(t for t in raw_tables if t.startswith(STAGE_PREFIX)):
         engine.execute(f"drop table if exists {_table(name)}")
-    return names
 
 
 def _find_duplicates(engine: Engine, dataset: Dataset, stage: str) -> bool:
@@ -502,8 +500,7 @@ def ingest(engine: Engine, landing: Path, console: Console | None = None) -> Ing
     summary = IngestSummary(landing=root, batch_id="")
     console = console or Console(stderr=True)
     with session_conf(engine, SESSION_CONF), quiet_spark_log(engine):
-        ensure_tables(engine)
-        drop_stale_stages(engine)
+        drop_stale_stages(engine, ensure_tables(engine))
         summary.cleaned_batches = drop_orphan_batches(engine)
         summary.batch_id = new_batch_id(now, newest_batch(engine, summary.cleaned_batches))
         found = scan_landing(root)
