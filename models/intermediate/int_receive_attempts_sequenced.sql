@@ -5,7 +5,10 @@
         partition_by=['message_partition'],
         clustered_by=['message_key'],
         buckets=var('message_buckets', 8),
-        meta={'tests_check_latest': 'sequenced_at'},
+        meta={
+            'tests_check_latest': 'sequenced_at',
+            'attempts_per_bucket': var('message_bucket_attempts', 250000),
+        },
         pre_hook=[
             "{{ record_batch_watermark('pending') }}",
             "{{ record_latest_value('sequenced_at', 'pending') }}",
@@ -16,6 +19,9 @@
         ],
     )
 }}
+
+-- depends_on: {{ ref('stg_ingest__ingested_files') }}
+{#- (the ledger's landed attempts choose the bucket count at full refresh: message_bucket_count) #}
 
 -- Every receive attempt of both broker kinds in one vocabulary, with its failure class and
 -- its place in the sequence of attempts of its message (rules.md, "Message identity").
@@ -41,6 +47,10 @@
     per message (classified, redelivery schedule, failures accumulated, ordering) read them
     already distributed by message, with no shuffle. At 10M attempts, models only: 378 s ->
     346 s; int_messages_classified 71 -> 39 s, int_jms__redelivery_schedule 52 -> 15 s.
+    How many buckets is chosen when the table is created (full refresh): one per
+    var message_bucket_attempts attempts landed, at most var message_buckets
+    (message_bucket_count), because every bucket is one more file in every partition and a
+    small store pays more for the files than for the shuffle they save.
 -#}
 {%- set attempt_columns = [
     'attempt_key',
