@@ -7,7 +7,7 @@
         buckets=var('message_buckets', 8),
         meta={
             'tests_check_latest': 'sequenced_at',
-            'attempts_per_bucket': var('message_bucket_attempts', 250000),
+            'attempts_per_bucket': var('message_bucket_attempts', 12500),
         },
         pre_hook=[
             "{{ record_batch_watermark('pending') }}",

@@ -136,8 +136,8 @@ CASES["carry_key_quote"] = (
     f"{{{{ carry_window_filter({TABLE}, 'p', none, [\"k'--\"], 'select 1') }}}}"
 )
 # macros/incremental/message_bucket_count.sql: two positive integers.
-CASES["buckets_zero"] = "{{ message_bucket_count(0, 250000) }}"
-CASES["buckets_text"] = "{{ message_bucket_count(8, '250000') }}"
+CASES["buckets_zero"] = "{{ message_bucket_count(0, 12500) }}"
+CASES["buckets_text"] = "{{ message_bucket_count(8, '12500') }}"
 
 SCRIPT = """
 import json, os

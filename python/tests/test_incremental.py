@@ -217,7 +217,7 @@ with connect("local") as engine:
     # After an incremental run the attempts are still bucketed by message: a per-message
     # aggregate reads them without a shuffle (dbt_project.yml, var message_buckets), in as
     # many buckets as the first build chose from its landed attempts (message_bucket_count:
-    # one per 250,000, so one here, where a fixed count would have made eight).
+    # one per 12,500, so one here, where a fixed count would have made eight).
     out["buckets"] = [
         row[1] for row in engine.query(f"describe table extended {SEQUENCED}")[1]
         if row[0] == "Num Buckets"

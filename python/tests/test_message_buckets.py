@@ -29,9 +29,9 @@ FILES = {
     "mb_empty": [],
     "mb_small": [("ssb_receive_attempts", 4000), ("jms_receive_attempts", 2000),
                  ("jms_queue_snapshots", 900000)],
+    "mb_twenty_thousand": [("ssb_receive_attempts", 12000), ("jms_receive_attempts", 8000)],
+    "mb_just_over": [("ssb_receive_attempts", 37501)],
     "mb_one_million": [("ssb_receive_attempts", 600000), ("jms_receive_attempts", 400000)],
-    "mb_just_over": [("ssb_receive_attempts", 500001)],
-    "mb_ten_million": [("ssb_receive_attempts", 6000000), ("jms_receive_attempts", 4000000)],
 }
 
 def count(table, max_buckets, per_bucket):
@@ -50,8 +50,8 @@ with connect("local") as e:
                 for i, (dataset, n) in enumerate(rows)
             )
             e.execute(f"insert into mb.{table} values {values}")
-out = {table: count(table, 8, 250000) for table in FILES}
-out["max_one"] = count("mb_ten_million", 1, 250000)
+out = {table: count(table, 8, 12500) for table in FILES}
+out["max_one"] = count("mb_one_million", 1, 12500)
 out["per_bucket_small"] = count("mb_small", 8, 1000)
 print("@@" + json.dumps(out))
 """
@@ -67,10 +67,10 @@ def test_one_bucket_per_landed_attempts_at_least_one(found: dict[str, Any]) -> N
     # 6,000 attempts (the snapshots' 900,000 records are not attempts): one bucket.
     assert found["mb_small"] == "1"
     assert found["per_bucket_small"] == "6"
-    assert found["mb_one_million"] == "4"
-    assert found["mb_just_over"] == "3"
+    assert found["mb_twenty_thousand"] == "2"
+    assert found["mb_just_over"] == "4"
 
 
 def test_never_more_than_the_configured_buckets(found: dict[str, Any]) -> None:
-    assert found["mb_ten_million"] == "8"
+    assert found["mb_one_million"] == "8"
     assert found["max_one"] == "1"
