@@ -8,6 +8,10 @@
     message_key"). While parsing (no store to read), `max_buckets`.
     The count is part of the table: an incremental run appends to the buckets it has, so it
     changes only with a full refresh.
+    The ledger is found through the graph (source ingest.ingested_files), not ref() or
+    source(): a DAG edge from the ledger would put the sequenced attempts and all after them
+    downstream of every ingest (`poisonwatch build` selects `source:ingest+`), snapshots-only
+    ones included.
 -#}
 {% macro message_bucket_count(max_buckets, attempts_per_bucket, ledger=none) -%}
     {%- if max_buckets is not integer or max_buckets < 1
@@ -16,7 +20,6 @@
             "message_bucket_count expects two positive integers, got: "
             ~ max_buckets ~ ", " ~ attempts_per_bucket) }}
     {%- endif -%}
-    {%- set ledger = ledger if ledger is not none else ref('stg_ingest__ingested_files') -%}
     {{ return(adapter.dispatch('message_bucket_count', 'poisonwatch')(
         max_buckets, attempts_per_bucket, ledger)) }}
 {%- endmacro %}
@@ -24,6 +27,19 @@
 {% macro default__message_bucket_count(max_buckets, attempts_per_bucket, ledger) -%}
     {%- if not execute -%}
         {{ return(max_buckets) }}
+    {%- endif -%}
+    {%- if ledger is none -%}
+        {%- set found = graph.sources.values()
+            | selectattr('source_name', 'equalto', 'ingest')
+            | selectattr('name', 'equalto', 'ingested_files')
+            | list -%}
+        {%- if found | length == 0 -%}
+            {{ exceptions.raise_compiler_error(
+                "message_bucket_count: source ingest.ingested_files is not defined") }}
+        {%- endif -%}
+        {%- set ledger = api.Relation.create(
+            database=found[0].database, schema=found[0].schema,
+            identifier=found[0].identifier) -%}
     {%- endif -%}
     {%- set landed = run_query(
         'select coalesce(sum(loaded_records), 0) from ' ~ ledger

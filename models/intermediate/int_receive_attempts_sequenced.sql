@@ -20,9 +20,6 @@
     )
 }}
 
--- depends_on: {{ ref('stg_ingest__ingested_files') }}
-{#- (the ledger's landed attempts choose the bucket count at full refresh: message_bucket_count) #}
-
 -- Every receive attempt of both broker kinds in one vocabulary, with its failure class and
 -- its place in the sequence of attempts of its message (rules.md, "Message identity").
 
