@@ -668,6 +668,33 @@ def test_a_stage_left_by_a_killed_run_is_dropped_and_no_run_leaves_one(
     ]
 
 
+def test_files_a_failed_stage_left_are_removed_and_the_files_load_one_by_one(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create of the stage that fails after it began writing (a cut gzip read mid-way, on
+    some runs) leaves files at the stage's location. The chunk's files are then loaded one by
+    one under the same name: the files left must go first, or Spark refuses every one of them
+    (LOCATION_ALREADY_EXISTS, and each file was rejected as unreadable: seen in CI). Here the
+    files are put there before the run, under the batch id the run is given, so the first
+    create fails the same way every time."""
+    batch = "b20200101T000002Z_0badf00d"
+    monkeypatch.setattr(ingest.loader, "new_batch_id", lambda now, after=None: batch)
+    ingest.loader.ensure_tables(engine)
+    _, rows = engine.query("describe database extended raw")
+    location = next(str(r[1]) for r in rows if str(r[0]).lower() == "location")
+    left = Path(location.removeprefix("file:")) / f"ingest_stage_{batch.lower()}"
+    left.mkdir()
+    (left / "part-0.parquet").write_bytes(b"x")
+    write(tmp_path / "ssb_receive_attempts" / "a.jsonl", attempt(queue_name="StageQ") + "\n")
+    write(tmp_path / "ssb_receive_attempts" / "b.jsonl", attempt(queue_name="StageQ2") + "\n")
+
+    summary = run(engine, tmp_path)
+    assert summary.batch_id == batch
+    assert summary.datasets["ssb_receive_attempts"].records_loaded == 2
+    assert summary.datasets["ssb_receive_attempts"].files_failed == 0
+    assert not left.exists()
+
+
 def test_batch_ids_sort_after_the_newest_seen_even_when_the_clock_steps_back() -> None:
     now = datetime(2026, 11, 23, 1, 0, 0)
     assert new_batch_id(now).startswith("b20261123T010000Z_")

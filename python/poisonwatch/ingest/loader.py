@@ -18,6 +18,7 @@ are read for that.
 from __future__ import annotations
 
 import re
+import shutil
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from rich import box
 from rich.console import Console
@@ -278,6 +280,20 @@ def _drop_stage(engine: Engine, stage: str) -> None:
     engine.execute(f"drop table if exists {stage}")
 
 
+def _remove_stage_files(engine: Engine, batch_id: str) -> None:
+    """Remove the files a failed create of the stage left. A file that breaks mid-read (a cut
+    gzip) can fail the statement after it began writing, which leaves files at the table's
+    location with no table owning them; the chunk's files are then loaded one by one under the
+    same stage name, and Spark refuses a managed table on a location that is not empty
+    (LOCATION_ALREADY_EXISTS: every file of the chunk was rejected as unreadable, seen in CI).
+    Only a warehouse on the local file system (every target here) is cleaned."""
+    _, rows = engine.query(f"describe database extended {ident(RAW_DATABASE)}")
+    location = next((str(r[1]) for r in rows if str(r[0]).strip().lower() == "location"), "")
+    url = urlparse(location)
+    if url.scheme == "file":
+        shutil.rmtree(Path(unquote(url.path)) / (STAGE_PREFIX + batch_id.lower()), True)
+
+
 def drop_stale_stages(engine: Engine, raw_tables: set[str]) -> None:
     """Drop the stage tables runs that were killed left behind (`raw_tables`: the tables of
     the raw database, as ensure_tables listed them)."""
@@ -329,6 +345,7 @@ def load_chunk(
         engine.execute(f"create table {stage} using parquet as {stage_query(dataset, sources)}")
     except Exception as exc:
         _drop_stage(engine, stage)
+        _remove_stage_files(engine, batch_id)
         if _is_query_error(exc):
             raise PoisonwatchError(f"ingest of {dataset.name}: {error_text(exc)}") from exc
         raise ChunkReadError(error_text(exc)) from exc
