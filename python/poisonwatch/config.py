@@ -391,7 +391,7 @@ def spark_session(target: str | None = None) -> SparkSession:
                 "one process at a time: wait for it to finish and run this again."
             ) from None
         raise
-    warehouse = _local_path(conf.get("spark.sql.warehouse.dir", str(store / "warehouse")))
+    warehouse = local_path(conf.get("spark.sql.warehouse.dir", str(store / "warehouse")))
     problem = store_locations_problem(store, _database_locations(spark), warehouse)
     if problem is not None:
         raise BrokenStoreError(problem)
@@ -440,7 +440,7 @@ def store_halves_problem(store: Path) -> str | None:
     )
 
 
-def _local_path(location: str) -> Path:
+def local_path(location: str) -> Path:
     """A folder from a metastore location or a warehouse setting: `file:` address or path."""
     return Path(unquote(location.removeprefix("file:")))
 
@@ -461,7 +461,7 @@ def store_locations_problem(
     for name, location in sorted(locations.items()):
         if name == "default" or not location.startswith("file:"):
             continue
-        folder = _local_path(location)
+        folder = local_path(location)
         if folder.exists():
             # The folder holding it, not the folder itself: a database folder linked onto
             # another disk is still this store's.

@@ -26,14 +26,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from poisonwatch.config import PoisonwatchError
+from poisonwatch.config import PoisonwatchError, local_path
 from poisonwatch.ingest.files import Landing, LandingFile, prepare, scan_landing
 from poisonwatch.ingest.sql import (
     DEDUP_KEYS,
@@ -289,9 +288,8 @@ def _remove_stage_files(engine: Engine, batch_id: str) -> None:
     Only a warehouse on the local file system (every target here) is cleaned."""
     _, rows = engine.query(f"describe database extended {ident(RAW_DATABASE)}")
     location = next((str(r[1]) for r in rows if str(r[0]).strip().lower() == "location"), "")
-    url = urlparse(location)
-    if url.scheme == "file":
-        shutil.rmtree(Path(unquote(url.path)) / (STAGE_PREFIX + batch_id.lower()), True)
+    if location.startswith("file:"):
+        shutil.rmtree(local_path(location) / (STAGE_PREFIX + batch_id.lower()), True)
 
 
 def drop_stale_stages(engine: Engine, raw_tables: set[str]) -> None:
