@@ -26,17 +26,9 @@
             min/max statistics then skip the upstream files no run wrote since (a subquery
             in the filter made every run read the column from all of history: 3.6 s of
             int_service_broker__queue_rollback_runs' 13 s at 10M attempts). -#}
-        {%- set newest_here = none -%}
-        {%- if execute -%}
-            {#- The watermark recorded after the last run (record_watermark, a metastore
-                lookup); without one, the newest value in this model's own rows. -#}
-            {%- set newest_here = poisonwatch.recorded_watermark(this, watermark_column) -%}
-            {%- if newest_here is none -%}
-                {%- set newest_here = run_query(
-                    'select cast(max(' ~ watermark_column ~ ') as string) from ' ~ this
-                ).columns[0].values()[0] -%}
-            {%- endif -%}
-        {%- endif -%}
+        {#- The watermark recorded after the last run (record_watermark, a metastore
+            lookup); without one, the newest value in this model's own rows. -#}
+        {%- set newest_here = poisonwatch.taken_watermark(watermark_column) -%}
         {%- set bound = "timestamp '0001-01-01'" if newest_here is none
             else poisonwatch.timestamp_bound(newest_here) -%}
         {#- Models that ran after the same upstream run share one bound: the partitions are

@@ -53,6 +53,20 @@ RUN_COLUMNS = {
         "any_type_run, same_type_run, attempt_partition"
     ),
 }
+# The JMS ordering check recomputes only the rows a run can change (int_jms__message_ordering):
+# its rows, and the per-message summary it reads, must be a full refresh's too (not the
+# columns that record which run changed them, nor the partition layout).
+ORDERING_COLUMNS = {
+    "int_jms__messages_summarized": (
+        "message_key, broker_name, queue_name, message_id, first_attempted_at, "
+        "acknowledged_at, failure_count, redelivered_count"
+    ),
+    "int_jms__message_ordering": (
+        "message_key, broker_name, queue_name, message_id, first_attempted_at, "
+        "acknowledged_at, failure_count, redelivered_count, "
+        "first_later_message_acknowledged_at, has_out_of_order_processing"
+    ),
+}
 
 SEQUENCED = "poisonwatch_intermediate.int_receive_attempts_sequenced"
 # The models that record the newest landing batch they hold (record_batch_watermark).
@@ -70,6 +84,8 @@ MESSAGE_PARTITIONED = [
     "int_message_failures_accumulated",
     "int_service_broker__conversations_ended",
     "int_jms__consumer_servers_summarized",
+    "int_jms__messages_summarized",
+    "int_jms__message_ordering",
 ]
 LAYOUT = f"""
     with attempts as (
@@ -228,7 +244,7 @@ with connect("local") as engine:
     )[1][0][0]
     engine.execute("create database if not exists compare")
     compared = {mart: f"select * from poisonwatch.{mart}" for mart in MARTS}
-    for model, columns in RUN_COLUMNS.items():
+    for model, columns in {**RUN_COLUMNS, **ORDERING_COLUMNS}.items():
         compared[model] = f"select {columns} from poisonwatch_intermediate.{model}"
     for name, query in compared.items():
         engine.execute(f"drop table if exists compare.{name}")
@@ -289,6 +305,7 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     constants = (
         f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
         f"MARTS = {list(MARTS)!r}\nSELECT = {SELECT!r}\nRUN_COLUMNS = {RUN_COLUMNS!r}\n"
+        f"ORDERING_COLUMNS = {ORDERING_COLUMNS!r}\n"
         f"LAYOUT = {LAYOUT!r}\nSEQUENCED = {SEQUENCED!r}\nBATCH_MODELS = {BATCH_MODELS!r}\n"
     )
     out = run_py(constants + STEPS, env)
@@ -348,7 +365,7 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     assert out["buckets"] == ["1"], out["buckets"]
     plan = out["per_message_plan"]
     assert "Bucketed: true" in plan and "Exchange" not in plan, plan
-    assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS}, out["marts"]
+    assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS, *ORDERING_COLUMNS}, out["marts"]
     assert all(total > 0 for total, _, _ in out["marts"].values()), out["marts"]
     differing = {
         mart: (
