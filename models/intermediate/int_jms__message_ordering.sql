@@ -35,59 +35,60 @@ with messages as (
 ),
 
 {% if is_incremental() %}
+{#- The partitions to recompute, found before the model's statement so that it reads the
+    summarized messages of those partitions only, by name (one statement, not a subquery
+    that each reader would compute again). #}
 {%- set bound = poisonwatch.taken_watermark('sequenced_at') -%}
-    previous_rows as (
+{%- set recomputed_query -%}
+    with changed_messages as (
         select
-            message_partition,
             broker_name,
             queue_name,
-            first_later_message_acknowledged_at
-        from {{ this }}
-    ),
-
-    changed_partitions as (
-        select * from messages
+            ordering_changed_at,
+            ordering_affected_from_at,
+            message_partition
+        from {{ ref('int_jms__messages_summarized') }}
         {{ changed_partitions_filter(
             ref('int_jms__messages_summarized'), 'message_partition', 'sequenced_at', true
         ) }}
     ),
 
     queue_changes as (
-        {#- Per queue, the earliest answer a message changed since the last run can alter. #}
         select
             broker_name,
             queue_name,
             min(ordering_affected_from_at) as affected_from_at
-        from changed_partitions
+        from changed_messages
         where
             ordering_changed_at > {{ "timestamp '0001-01-01'" if bound is none
                 else poisonwatch.timestamp_bound(bound) }}
             and ordering_affected_from_at is not null
         group by broker_name, queue_name
-    ),
+    )
 
-    recomputed_partitions as (
-        select message_partition from changed_partitions
-        union
-        select previous_rows.message_partition
-        from previous_rows
-        inner join queue_changes
-            on
-                previous_rows.broker_name = queue_changes.broker_name
-                and previous_rows.queue_name = queue_changes.queue_name
-        where
-            previous_rows.first_later_message_acknowledged_at is null
-            or previous_rows.first_later_message_acknowledged_at >= queue_changes.affected_from_at
-    ),
-
+    select message_partition from changed_messages
+    union
+    select previous_rows.message_partition
+    from {{ this }} as previous_rows
+    inner join queue_changes
+        on
+            previous_rows.broker_name = queue_changes.broker_name
+            and previous_rows.queue_name = queue_changes.queue_name
+    where
+        previous_rows.first_later_message_acknowledged_at is null
+        or previous_rows.first_later_message_acknowledged_at >= queue_changes.affected_from_at
+{%- endset -%}
+{%- set recomputed_partitions = run_query(recomputed_query).columns[0].values() | list
+    if execute else [] -%}
     recomputed_messages as (
-        select messages.*
-        from messages
+        select * from messages
         where
-            (messages.failure_count > 0 or messages.redelivered_count > 0)
-            and messages.message_partition in (
-                select recomputed_partitions.message_partition from recomputed_partitions
-            )
+            {% if recomputed_partitions | length > 0 -%}
+                message_partition in ({{ string_literal_list(recomputed_partitions | sort) }})
+                and (failure_count > 0 or redelivered_count > 0)
+            {%- else -%}
+                false
+            {%- endif %}
     ),
 
     hours_acknowledged as (

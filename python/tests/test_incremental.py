@@ -24,10 +24,12 @@ registering 15 times as many partitions.)
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -249,7 +251,20 @@ with connect("local") as engine:
     for name, query in compared.items():
         engine.execute(f"drop table if exists compare.{name}")
         engine.execute(f"create table compare.{name} as {query}")
+    # The two failed messages whose answer the crafted late attempts changed, as the
+    # incremental run left it.
+    ids = ", ".join(f"'{queue}|{message_id}'" for queue, message_id, _ in CRAFTED.values())
+
+    def answers(table):
+        return sorted(engine.query(
+            "select queue_name, message_id, "
+            "unix_micros(first_later_message_acknowledged_at) "
+            f"from {table} where concat(queue_name, '|', message_id) in ({ids})"
+        )[1])
+
+    out["crafted"] = answers("compare.int_jms__message_ordering")
     run("--full-refresh")
+    out["crafted_full"] = answers("poisonwatch_intermediate.int_jms__message_ordering")
     out["samples"] = {}
     for name, query in compared.items():
         only_incremental = f"select * from compare.{name} except all {query}"
@@ -294,6 +309,115 @@ def _hold_back(landing: Path, delta: Path) -> int:
     return moved
 
 
+def _jms_attempts(folder: Path) -> list[dict]:
+    """Every JMS attempt record of a landing folder, with its time in whole microseconds."""
+    records = []
+    for path in sorted((folder / "jms_receive_attempts").iterdir()):
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    record = json.loads(line)
+                    # Spark keeps microseconds: the generator writes up to nine digits.
+                    whole, _, fraction = record["attempted_at"].rstrip("Z").partition(".")
+                    seconds = datetime.fromisoformat(whole).replace(tzinfo=UTC)
+                    record["us"] = int(seconds.timestamp()) * 1_000_000 + int(
+                        (fraction + "000000")[:6]
+                    )
+                    records.append(record)
+    return records
+
+
+def _at(us: int) -> str:
+    return (
+        datetime.fromtimestamp(us // 1_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        + f".{us % 1_000_000:06d}Z"
+    )
+
+
+def _craft_ordering_changes(landing: Path, delta: Path) -> dict[str, list]:
+    """Add to the delta two late JMS attempts that change the ordering answer (the first later
+    acknowledgement) of two failed messages in partitions the incremental run does not
+    rewrite, so only int_jms__message_ordering's threshold rows can bring them up to date:
+    - `lowered`: a new message, acknowledged 1 us after the failed message's acknowledgement
+      and before its answer: the answer moves earlier;
+    - `raised`: the message whose acknowledgement is another failed message's answer (in
+      another partition) gets an acknowledged delivery 1 us before that message's first
+      delivery: it is no longer later, and the answer moves to the next one.
+    Both acknowledge on a server of their own, so no consumer's failure run is reset, and
+    neither adds a failure (the labels stay true). Returns, per case, the failed message's
+    queue and id and its answer after the delta, in microseconds since the epoch."""
+    touched = {(r["broker_name"], r["queue_name"], r["message_id"]) for r in _jms_attempts(delta)}
+    messages: dict[tuple, dict] = {}
+    for record in _jms_attempts(landing):
+        key = (record["broker_name"], record["queue_name"], record["message_id"])
+        message = messages.setdefault(key, {"first": record["us"], "ack": None, "failed": 0})
+        message.setdefault("record", record)
+        message["first"] = min(message["first"], record["us"])
+        if record["outcome"] == "acknowledged":
+            message["ack"] = min(message["ack"] or record["us"], record["us"])
+        elif record["outcome"] in ("rolled_back", "temporarily_unavailable"):
+            message["failed"] += 1
+
+    def bucket(key: tuple) -> int:  # the 5-minute partition of VARS
+        return messages[key]["first"] // 300_000_000
+
+    busy = {bucket(key) for key in touched if key in messages}
+    candidates = []  # (failed message, its answer's message, the next answer), queue by queue
+    for queue in sorted({key[:2] for key in messages}):
+        order = sorted((m["first"], k) for k, m in messages.items() if k[:2] == queue)
+        for i, (_, key) in enumerate(order):
+            message = messages[key]
+            later = sorted((messages[k]["ack"], k) for _, k in order[i + 1 :] if messages[k]["ack"])
+            if message["failed"] and message["ack"] and key not in touched and len(later) > 1:
+                candidates.append((key, later[0], later[1]))
+    late = {
+        "server_name": "SRVLATE01",
+        "outcome": "acknowledged",
+        "delivery_count": 1,
+        "redelivered": False,
+        "exception_class": None,
+        "exception_message": None,
+        "stack_trace": None,
+    }
+    crafted: dict[str, dict] = {}
+    expected: dict[str, list] = {}
+    lowered_queue = None
+    for key, (answer, _), _ in candidates:
+        if bucket(key) not in busy and answer > messages[key]["ack"] + 10:
+            crafted["lowered"] = {
+                **messages[key]["record"],
+                **late,
+                "message_id": key[2] + ":late",
+                "attempted_at": _at(messages[key]["ack"] + 1),
+            }
+            expected["lowered"] = [key[1], key[2], messages[key]["ack"] + 1]
+            busy.add(bucket(key))
+            lowered_queue = key[:2]
+            break
+    for key, (_, answer_key), (next_answer, _) in candidates:
+        overtaker = messages[answer_key]
+        if (
+            key[:2] != lowered_queue
+            and bucket(key) not in busy | {bucket(answer_key)}
+            and not overtaker["failed"]
+            and answer_key not in touched
+        ):
+            crafted["raised"] = {
+                **overtaker["record"],
+                **late,
+                "attempted_at": _at(messages[key]["first"] - 1),
+            }
+            expected["raised"] = [key[1], key[2], next_answer]
+            break
+    assert set(crafted) == {"lowered", "raised"}, (len(candidates), sorted(crafted))
+    records = [{k: v for k, v in r.items() if k != "us"} for r in crafted.values()]
+    (delta / "jms_receive_attempts" / "part-99999-late.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records)
+    )
+    return expected
+
+
 @pytest.mark.slow
 def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     env = dict(os.environ)
@@ -302,10 +426,11 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     landing, delta = tmp_path / "landing", tmp_path / "delta"
     generate(landing, seed=31, attempts=6000, chunk_records=300)
     assert _hold_back(landing, delta) == 4
+    crafted = _craft_ordering_changes(landing, delta)
     constants = (
         f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
         f"MARTS = {list(MARTS)!r}\nSELECT = {SELECT!r}\nRUN_COLUMNS = {RUN_COLUMNS!r}\n"
-        f"ORDERING_COLUMNS = {ORDERING_COLUMNS!r}\n"
+        f"ORDERING_COLUMNS = {ORDERING_COLUMNS!r}\nCRAFTED = {crafted!r}\n"
         f"LAYOUT = {LAYOUT!r}\nSEQUENCED = {SEQUENCED!r}\nBATCH_MODELS = {BATCH_MODELS!r}\n"
     )
     out = run_py(constants + STEPS, env)
@@ -365,6 +490,9 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     assert out["buckets"] == ["1"], out["buckets"]
     plan = out["per_message_plan"]
     assert "Bucketed: true" in plan and "Exchange" not in plan, plan
+    # The crafted late attempts moved one failed message's answer earlier and another's later,
+    # in partitions the run did not rewrite: the incremental run's ordering rows have them.
+    assert out["crafted"] == out["crafted_full"] == sorted(crafted.values()), crafted
     assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS, *ORDERING_COLUMNS}, out["marts"]
     assert all(total > 0 for total, _, _ in out["marts"].values()), out["marts"]
     differing = {
