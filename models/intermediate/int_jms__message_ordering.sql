@@ -30,56 +30,59 @@
     only). At 10M attempts the full ordering took 13.5 s of the build; a +1 % run sorts the
     few hours it recomputes.
 #}
+{%- set recomputed_partitions = [] -%}
+{%- if is_incremental() -%}
+    {#- The partitions to recompute, found before the model's statement so that it reads the
+        summarized messages of those partitions only, by name (one statement, not a subquery
+        that each reader would compute again). #}
+    {%- set bound = poisonwatch.taken_watermark('sequenced_at') -%}
+    {%- set recomputed_query -%}
+        with changed_messages as (
+            select
+                broker_name,
+                queue_name,
+                ordering_changed_at,
+                ordering_affected_from_at,
+                message_partition
+            from {{ ref('int_jms__messages_summarized') }}
+            {{ changed_partitions_filter(
+                ref('int_jms__messages_summarized'), 'message_partition', 'sequenced_at', true
+            ) }}
+        ),
+
+        queue_changes as (
+            select
+                broker_name,
+                queue_name,
+                min(ordering_affected_from_at) as affected_from_at
+            from changed_messages
+            where
+                ordering_changed_at > {{ "timestamp '0001-01-01'" if bound is none
+                    else poisonwatch.timestamp_bound(bound) }}
+                and ordering_affected_from_at is not null
+            group by broker_name, queue_name
+        )
+
+        select message_partition from changed_messages
+        union
+        select previous_rows.message_partition
+        from {{ this }} as previous_rows
+        inner join queue_changes
+            on
+                previous_rows.broker_name = queue_changes.broker_name
+                and previous_rows.queue_name = queue_changes.queue_name
+        where
+            previous_rows.first_later_message_acknowledged_at is null
+            or previous_rows.first_later_message_acknowledged_at >= queue_changes.affected_from_at
+    {%- endset -%}
+    {%- set recomputed_partitions = run_query(recomputed_query).columns[0].values() | list
+        if execute else [] -%}
+{%- endif %}
 with messages as (
     select * from {{ ref('int_jms__messages_summarized') }}
 ),
 
 {% if is_incremental() %}
-{#- The partitions to recompute, found before the model's statement so that it reads the
-    summarized messages of those partitions only, by name (one statement, not a subquery
-    that each reader would compute again). #}
-{%- set bound = poisonwatch.taken_watermark('sequenced_at') -%}
-{%- set recomputed_query -%}
-    with changed_messages as (
-        select
-            broker_name,
-            queue_name,
-            ordering_changed_at,
-            ordering_affected_from_at,
-            message_partition
-        from {{ ref('int_jms__messages_summarized') }}
-        {{ changed_partitions_filter(
-            ref('int_jms__messages_summarized'), 'message_partition', 'sequenced_at', true
-        ) }}
-    ),
-
-    queue_changes as (
-        select
-            broker_name,
-            queue_name,
-            min(ordering_affected_from_at) as affected_from_at
-        from changed_messages
-        where
-            ordering_changed_at > {{ "timestamp '0001-01-01'" if bound is none
-                else poisonwatch.timestamp_bound(bound) }}
-            and ordering_affected_from_at is not null
-        group by broker_name, queue_name
-    )
-
-    select message_partition from changed_messages
-    union
-    select previous_rows.message_partition
-    from {{ this }} as previous_rows
-    inner join queue_changes
-        on
-            previous_rows.broker_name = queue_changes.broker_name
-            and previous_rows.queue_name = queue_changes.queue_name
-    where
-        previous_rows.first_later_message_acknowledged_at is null
-        or previous_rows.first_later_message_acknowledged_at >= queue_changes.affected_from_at
-{%- endset -%}
-{%- set recomputed_partitions = run_query(recomputed_query).columns[0].values() | list
-    if execute else [] -%}
     recomputed_messages as (
         select * from messages
         where
@@ -129,7 +132,9 @@ with messages as (
             messages.message_key,
             recomputed_hours.first_attempted_hour,
             min(messages.acknowledged_at) over (
-                partition by messages.broker_name, messages.queue_name,
+                partition by
+                    messages.broker_name,
+                    messages.queue_name,
                     recomputed_hours.first_attempted_hour
                 order by messages.first_attempted_at desc, messages.message_key desc
                 rows between unbounded preceding and 1 preceding
