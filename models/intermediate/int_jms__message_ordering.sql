@@ -27,8 +27,9 @@
     For a recomputed row, the first later acknowledgement is the earlier of the first
     acknowledgement of later hours (per queue and hour of first delivery, one row each) and
     that of the messages after it in its own hour (a window over the hours of recomputed rows
-    only). At 10M attempts the full ordering took 13.5 s of the build; a +1 % run sorts the
-    few hours it recomputes.
+    only). In the bench's +1 % at 10M attempts (2026-11-28) a run recomputed 12,488 rows in
+    10 partitions, whose messages were first delivered in 49 of the 57 hours: it sorted
+    346,498 messages instead of all 3,173,643.
 #}
 {%- set recomputed_partitions = [] -%}
 {%- if is_incremental() -%}
