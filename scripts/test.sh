@@ -69,17 +69,22 @@ step sqlfluff sqlfluff lint models analyses --processes 2
 
 # Then two lanes side by side, each in a store of its own:
 #   lane 1: pytest without the broker tests (Spark tests, one at a time);
-#   lane 2: the broker tests (they mostly wait on a real broker) and the tiny bench, then the
-#           demo and every step on the demo's store.
+#   lane 2: the broker tests (they mostly wait on a real broker), the tiny bench and the broken-
+#           store tests, then the demo and every step on the demo's store.
 # In CI43, with only the broker tests in lane 2, it ended 260 s before lane 1; the tiny bench
-# (about 150 s there) moved over to even them out.
+# (about 150 s there) moved over to even them out. On 26b9b05 (2026-11-28 20:22, a run that
+# shared the machine) lane 2 still ended about 385 s before lane 1 (2,710 s): test_store.py
+# (about 175 s of lane 1 there; a store and Spark JVMs of its own) moved over too.
 # With the JIT options above, one Spark test at a time keeps the two cores only 55-62 % busy
 # (sampled every 5 s in CI42, once the broker tests had ended), so the second lane has a core to
 # use. (It did not pay with the JVM's default JIT, which kept them 88 % busy: CI30, a3b1ae8.)
 # Lane 2's output is printed after lane 1's. (pytest-xdist over the whole suite gained only 10 %:
 # two CPU-bound Spark tests at once each take twice as long.)
 # --durations: the slowest tests, so a CI log says where the minutes went.
-BESIDE=(python/tests/test_broker_e2e.py python/tests/test_broker.py python/tests/test_bench.py)
+BESIDE=(
+    python/tests/test_broker_e2e.py python/tests/test_broker.py python/tests/test_bench.py
+    python/tests/test_store.py
+)
 
 pytest_main() {
     local ignore=()
@@ -92,7 +97,7 @@ pytest_main() {
 pytest_beside() {
     POISONWATCH_HOME="$WORK/store-beside" \
         python -m pytest -q -p no:cacheprovider "${BESIDE[@]}" -m "not cluster" \
-        --basetemp "$WORK/pytest-beside" --durations=8
+        --basetemp "$WORK/pytest-beside" --durations=12
 }
 
 # The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.
