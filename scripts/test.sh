@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: ruff and sqlfluff, then two lanes side by side: pytest, and beside it the
-# broker tests followed by the demo on generated data (dbt build with models, data tests and unit
-# tests; remediation; the report, checked in Chromium), the label agreement check, the
-# great-expectations suites and the alert sequence on the demo's store.
+# broker, tiny-bench and broken-store tests followed by the demo on generated data (dbt build
+# with models, data tests and unit tests; remediation; the report, checked in Chromium), the
+# label agreement check, the great-expectations suites and the alert sequence on the demo's store.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
