@@ -26,10 +26,24 @@
             min/max statistics then skip the upstream files no run wrote since (a subquery
             in the filter made every run read the column from all of history: 3.6 s of
             int_service_broker__queue_rollback_runs' 13 s at 10M attempts). -#}
-        {%- set changed = poisonwatch.changed_partitions(
-            upstream, partition_column, watermark_column) -%}
-        {%- set newest_here = changed.taken -%}
-        {%- set partitions = changed.partitions -%}
+        {#- The watermark recorded after the last run (record_watermark, a metastore
+            lookup); without one, the newest value in this model's own rows. -#}
+        {%- set newest_here = poisonwatch.taken_watermark(watermark_column) -%}
+        {%- set bound = "timestamp '0001-01-01'" if newest_here is none
+            else poisonwatch.timestamp_bound(newest_here) -%}
+        {#- Models that ran after the same upstream run share one bound: the partitions are
+            listed once per invocation and bound (the upstream is built before them and
+            nothing rebuilds it in the same run); an upstream that knows them puts them here
+            first (remember_latest_value). -#}
+        {%- set cache = graph.setdefault('poisonwatch_changed_partitions', {})
+            if execute and graph is mapping else {} -%}
+        {%- set key = upstream ~ '|' ~ partition_column ~ '|' ~ watermark_column ~ '|' ~ bound -%}
+        {%- if key not in cache -%}
+            {%- do cache.update({key: get_column_values(
+                upstream, partition_column, where=watermark_column ~ ' > ' ~ bound
+            )}) -%}
+        {%- endif -%}
+        {%- set partitions = cache[key] -%}
         {#- A model partitioned like its upstream that carries the upstream's watermark column
             (meta tests_check_latest: its scoped tests) writes the upstream's newest value in
             the partitions that hold it upstream, when that value is newer than the bound and

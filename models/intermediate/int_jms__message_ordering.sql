@@ -194,11 +194,6 @@ final as (
         redelivered_count,
         first_later_message_acknowledged_at,
         sequenced_at,
-        {#- The run that wrote the row: a run rewrites whole partitions, so poison_messages
-            finds the partitions rewritten since its last run by this column alone, also
-            those whose answer changed without a new attempt of their own. #}
-        {{ poisonwatch.timestamp_bound(run_started_at.strftime('%Y-%m-%d %H:%M:%S.%f')) }}
-            as ordered_at,
         message_partition,
         coalesce(
             first_later_message_acknowledged_at
