@@ -125,6 +125,24 @@ def test_codegen_is_spark_default_unless_turned_off(
         assert tuple(conf[k] for k in keys) == want, value
 
 
+def test_partition_listing_on_the_driver_locally_not_on_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded default lists partition folders on the driver (a listing job costs more than
+    the listing on one machine's disk); the cluster's Thrift server keeps Spark's parallel
+    listing, and the SQL semantics both share."""
+    from poisonwatch.cluster.manager import Layout, Settings, thrift_conf
+
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "h"))
+    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
+    local = config.spark_conf("local")
+    assert int(local[key]) >= 1000
+    thrift = thrift_conf(Layout(tmp_path / "c"), Settings(), "spark://127.0.0.1:7077")
+    assert key not in thrift
+    shared = "spark.sql.sources.partitionOverwriteMode"
+    assert thrift[shared] == local[shared] == "dynamic"
+
+
 def _sql_json(env: dict[str, str], query: str) -> list[dict]:
     """The rows `poisonwatch sql --format json` prints for one query (it must succeed)."""
     proc = subprocess.run(

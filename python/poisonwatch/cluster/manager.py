@@ -65,6 +65,7 @@ _LOCAL_ONLY = {
     "spark.ui.enabled",
     "spark.ui.showConsoleProgress",
     "spark.sql.shuffle.partitions",
+    "spark.sql.sources.parallelPartitionDiscovery.threshold",
 }
 
 console = Console()
