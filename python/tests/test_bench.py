@@ -12,11 +12,14 @@ import pytest
 
 from poisonwatch.bench import (
     ATTEMPT_DATASETS,
+    PHASES,
     REQUIRED_KEYS,
     STEPS,
     chunk_records_for,
     count_records,
     increment_line,
+    markdown_table,
+    merge_phases,
     merge_results,
     part_files,
     run_bench,
@@ -104,12 +107,80 @@ def test_increment_line_compares_each_size_with_the_smallest() -> None:
         {"attempts": 10_000_000, "incremental_build_s": 140.0},
     ]
     assert increment_line(one_percent) == (
-        "The deltas held 1 % of each size. Incremental build against the 1,000,000 attempts' "
-        "(80.0 s): 10,000,000: 1.75×."
+        "The deltas held 1 % of each size. Incremental build (a warm driver) against the "
+        "1,000,000 attempts' (80.0 s): 10,000,000: 1.75×."
     )
     same = [{**e, "increment_requested": 100_000} for e in one_percent]
     assert "about 100,000 new attempts at every size" in increment_line(same)
     assert increment_line(one_percent[:1]) is None
+    # Builds timed in a fresh driver are compared with each other, not with warm ones.
+    fresh = [
+        {"attempts": 100_000, "incremental_build_s": 50.0, "incremental_build_process": "fresh"},
+        {"attempts": 1_000_000, "incremental_build_s": 90.0, "incremental_build_process": "fresh"},
+    ]
+    assert increment_line([*fresh, one_percent[1]]) == (
+        "The deltas held 1 % of each size. Incremental build (a fresh driver) against the "
+        "100,000 attempts' (50.0 s): 1,000,000: 1.80×."
+    )
+    assert increment_line([fresh[0], *one_percent]).startswith(
+        "The deltas held 1 % of each size. Incremental build (a warm driver) against the 1,000,000"
+    )
+
+
+def test_markdown_marks_increments_timed_in_the_full_builds_process() -> None:
+    base = {"full_build_s": 200.0, "incremental_over_full": 0.4}
+    warm = {**base, "attempts": 1_000_000, "incremental_build_s": 80.0}
+    fresh = {**warm, "attempts": 100_000, "incremental_build_process": "fresh"}
+    markdown = markdown_table([fresh, warm])
+    assert "| 100,000 | – | – | 200.0 | – | 80.0 | 0.400 |" in markdown
+    assert "| 1,000,000 | – | – | 200.0 | – | 80.0† | 0.400 |" in markdown
+    assert "† incremental build timed in the full build's process" in markdown
+    assert "†" not in markdown_table([fresh])
+
+
+def test_phases_merge_into_one_entry() -> None:
+    history = {
+        "ingest_s": 1.0,
+        "full_build_s": 9.0,
+        "peak_rss_mb": 900.0,
+        "peak_rss_mb_after": {"ingest": 800.0, "full_build": 900.0},
+        "slowest_nodes": {"full_build": [["model a", 3.0]]},
+        "build_spark_free": [],
+        "spark_start_s": {"history": 4.0},
+        "driver_pids": [11],
+        "spark_conf": {"spark.master": "local[*]", "x": 1},
+    }
+    delta = {
+        "incremental_ingest_s": 0.5,
+        "peak_rss_mb": 500.0,
+        "driver_pids": [12],
+        "spark_start_s": {"delta": 3.0},
+        "delta_batch_id": "b1",
+    }
+    increment = {
+        "incremental_build_s": 5.0,
+        "peak_rss_mb": 700.0,
+        "peak_rss_mb_after": {"incremental_build": 700.0},
+        "slowest_nodes": {"incremental_build": [], "no_data_build": []},
+        "build_spark_free": ["no_data_build"],
+        "spark_start_s": {"increment": 3.5},
+        "driver_pids": [13],
+        "spark_conf": {"spark.master": "local[*]"},
+    }
+    merged = merge_phases([history, delta, increment])
+    assert merged["peak_rss_mb"] == 900.0
+    assert merged["peak_rss_mb_after"] == {
+        "ingest": 800.0,
+        "full_build": 900.0,
+        "incremental_build": 700.0,
+    }
+    assert set(merged["slowest_nodes"]) == {"full_build", "incremental_build", "no_data_build"}
+    assert merged["spark_start_s"] == {"history": 4.0, "delta": 3.0, "increment": 3.5}
+    assert merged["driver_pids"] == [11, 12, 13]
+    assert merged["build_spark_free"] == ["no_data_build"]
+    assert merged["spark_conf"] == {"spark.master": "local[*]"}  # the last phase's, whole
+    assert (merged["ingest_s"], merged["incremental_build_s"]) == (1.0, 5.0)
+    assert [s for steps in PHASES.values() for s in steps] == list(STEPS)
 
 
 def test_merge_replaces_the_same_size_and_keeps_the_others() -> None:
@@ -198,6 +269,11 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     assert entry["incremental_rewrite_amplification"] == round(rewritten / touched, 1)
     assert entry["peak_rss_mb"] > 100
     assert set(entry["peak_rss_mb_after"]) == set(STEPS)
+    # Each phase in a driver of its own: the delta's ingest and the incremental build start
+    # fresh, as `poisonwatch ingest` and `poisonwatch build` do.
+    assert entry["incremental_build_process"] == "fresh"
+    assert set(entry["spark_start_s"]) == set(PHASES)
+    assert all(s > 0 for s in entry["spark_start_s"].values())
     assert entry["machine"]["cores"] and entry["machine"]["java"]
     assert entry["spark_conf"]["spark.driver.memory"] == "2g"
     assert not (tmp_path / "work" / str(SIZE)).exists()  # deleted without --keep
