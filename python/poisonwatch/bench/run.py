@@ -11,10 +11,8 @@ child process per phase — one store per size, a fresh Spark driver per phase �
     increment: poisonwatch build (incremental) → poisonwatch build (nothing new) → plan → apply
 
 The delta's ingest and the incremental build each start their own driver, as `poisonwatch ingest`
-and `poisonwatch build` do when they run one after the other: a build in the full build's warm
-driver took 75-100 % of the time it takes in a fresh one (see PHASES).
-
-and reads the driver JVM's peak resident memory and each build's ten slowest dbt nodes. The
+and `poisonwatch build` do when they run one after the other (see PHASES). The children read
+their driver JVM's peak resident memory and each build's ten slowest dbt nodes. The
 parent adds derived figures and machine facts, merges them into `bench/results.json` (one object
 per size) and prints them as tables (also written as Markdown to `bench/results.md`).
 
@@ -1053,7 +1051,7 @@ def run_bench(
     data_tests: bool = True,
     increment: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Benchmark each size in a fresh child process; merge into `out` and print the table.
+    """Benchmark each size in fresh child processes (PHASES); merge into `out` and print the table.
 
     `increment`: the delta of every size holds about that many attempts (the same new data on
     a small and a large history) instead of 1 % of the size; smaller than every size.
