@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -101,7 +102,17 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def _cmd_build(args: argparse.Namespace) -> int:
     from poisonwatch.warehouse.build import run_build
 
-    run_build(args.target, full_refresh=args.full_refresh)
+    if args.ingest is None:
+        run_build(args.target, full_refresh=args.full_refresh)
+        return 0
+    from poisonwatch.ingest import ingest, print_summary
+
+    landing = Path(args.ingest)
+
+    def ingest_landing(engine: Any) -> None:
+        print_summary(ingest(engine, landing))
+
+    run_build(args.target, full_refresh=args.full_refresh, first=ingest_landing)
     return 0
 
 
@@ -316,10 +327,17 @@ def build_parser() -> argparse.ArgumentParser:
         "build",
         help="the production build (dbt build --selector production) as far as new input "
         "reaches; nothing when nothing new landed",
-        epilog="example: poisonwatch ingest landing/ && poisonwatch build",
+        epilog="example: poisonwatch build --ingest landing/   (or: poisonwatch ingest "
+        "landing/ && poisonwatch build)",
     )
     p.add_argument(
         "--full-refresh", action="store_true", help="rebuild every model from raw (always runs)"
+    )
+    p.add_argument(
+        "--ingest",
+        metavar="LANDING",
+        help="ingest this landing folder first, in the same Spark driver (saves a driver start "
+        "and its warm-up)",
     )
     p.set_defaults(func=_cmd_build)
 

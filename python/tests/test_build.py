@@ -1,4 +1,5 @@
-"""`poisonwatch build`: what it runs for which change of its inputs (no Spark: the plan is pure).
+"""`poisonwatch build`: what it runs for which change of its inputs (no Spark: the plan is pure),
+and `build --ingest` once for real (Spark and dbt on a tiny workload).
 
 The real runs — a full production build, a partial one after a delta, and a skipped one with
 nothing new — are exercised on a real store by the tiny-size bench (test_bench.py), whose worker
@@ -7,6 +8,7 @@ builds through `production_build`.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -212,3 +214,38 @@ def test_every_ingest_reruns_only_the_ledger_staging_models(tmp_path: Path) -> N
     assert listed.returncode == 0, listed.stdout + listed.stderr
     names = sorted(line for line in listed.stdout.split() if line)
     assert names == ["stg_ingest__ingested_files", "stg_ingest__rejects"], names
+
+
+@pytest.mark.slow
+def test_build_ingest_lands_and_builds_in_one_driver(tmp_path: Path) -> None:
+    """`poisonwatch build --ingest LANDING`: the landing is ingested and the production build
+    runs in the same driver (the JIT's warm-up and a driver start paid once; README, "The
+    benchmark"). Real Spark and dbt on a tiny workload; then the same command again finds the
+    files already ingested and skips the build."""
+    from poisonwatch.generate import generate
+
+    landing = tmp_path / "landing"
+    generate(landing, seed=7, attempts=400)
+    env = {**os.environ, "POISONWATCH_HOME": str(tmp_path / "home"), "POISONWATCH_TARGET": "local"}
+    cmd = [shutil.which("poisonwatch") or "poisonwatch", "build", "--ingest", str(landing)]
+
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-5000:]
+    # The ingest's summary, then the build it decided on, in that order.
+    assert "records loaded" in out and "0 row(s) written to raw.raw_rejects" in out, out[-3000:]
+    assert out.index("records loaded") < out.index("poisonwatch build: ")
+    state = json.loads((tmp_path / "home" / "production_build.json").read_text())["local"]
+    assert state["dbt_args"][:3] == ["build", "--selector", "production"]
+    for dataset in ("ssb_receive_attempts", "jms_receive_attempts"):
+        files, batch = state["datasets"][dataset]
+        assert files > 0 and batch, (dataset, state["datasets"])
+    results = json.loads((tmp_path / "home" / "dbt_target" / "run_results.json").read_text())
+    statuses = {r["unique_id"]: r["status"] for r in results["results"]}
+    assert statuses["model.poisonwatch.poison_messages"] == "success"
+    assert not [u for u, s in statuses.items() if s not in ("success", "pass")], statuses
+
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-5000:]
+    assert "0 records loaded" in out and "skipped, nothing new" in out, out[-3000:]

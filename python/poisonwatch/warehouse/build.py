@@ -34,6 +34,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -328,16 +329,24 @@ def skip_without_spark(target: str | None = None) -> BuildResult | None:
     return BuildResult(False, reason, [], changed, seconds, inputs)
 
 
-def run_build(target: str | None = None, full_refresh: bool = False) -> BuildResult:
+def run_build(
+    target: str | None = None,
+    full_refresh: bool = False,
+    first: Callable[[Any], object] | None = None,
+) -> BuildResult:
     """`poisonwatch build`: connect to the target and run `production_build` in that session.
 
     On the embedded default the "nothing new" check reads the ledgers' Parquet files first, so a
-    build with nothing to do starts no JVM; any change (or any doubt) goes through Spark."""
+    build with nothing to do starts no JVM; any change (or any doubt) goes through Spark.
+    `first(engine)` runs before the build in the same session (`build --ingest`: the landing's
+    ingest); then Spark starts whatever the ledgers say, and the build decides as usual."""
     from poisonwatch.warehouse.engine import connect
 
-    if not full_refresh and (skipped := skip_without_spark(target)) is not None:
+    if first is None and not full_refresh and (skipped := skip_without_spark(target)) is not None:
         return skipped
     with connect(target) as engine:
+        if first is not None:
+            first(engine)
         result = production_build(engine, target, full_refresh=full_refresh)
     Console(stderr=True).print(f"poisonwatch build: {result.seconds:.1f} s")
     return result
