@@ -226,15 +226,33 @@ def test_build_ingest_lands_and_builds_in_one_driver(tmp_path: Path) -> None:
 
     landing = tmp_path / "landing"
     generate(landing, seed=7, attempts=400)
-    env = {**os.environ, "POISONWATCH_HOME": str(tmp_path / "home"), "POISONWATCH_TARGET": "local"}
+    # Every driver JVM writes a log file named by its pid: one file is one driver.
+    jvm_logs = tmp_path / "jvm-logs"
+    jvm_logs.mkdir()
+    java_options = " ".join(
+        filter(
+            None,
+            [
+                os.environ.get("POISONWATCH_DRIVER_JAVA_OPTIONS"),
+                f"-Xlog:gc:file={jvm_logs}/jvm-%p.log",
+            ],
+        )
+    )
+    env = {
+        **os.environ,
+        "POISONWATCH_HOME": str(tmp_path / "home"),
+        "POISONWATCH_TARGET": "local",
+        "POISONWATCH_DRIVER_JAVA_OPTIONS": java_options,
+    }
     cmd = [shutil.which("poisonwatch") or "poisonwatch", "build", "--ingest", str(landing)]
 
     first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     out = first.stdout + first.stderr
     assert first.returncode == 0, out[-5000:]
-    # The ingest's summary, then the build it decided on, in that order.
     assert "records loaded" in out and "0 row(s) written to raw.raw_rejects" in out, out[-3000:]
-    assert out.index("records loaded") < out.index("poisonwatch build: ")
+    assert "poisonwatch build: " in out, out[-3000:]
+    # Ingest and build ran in one driver.
+    assert len(list(jvm_logs.glob("jvm-*.log"))) == 1, sorted(jvm_logs.iterdir())
     state = json.loads((tmp_path / "home" / "production_build.json").read_text())["local"]
     assert state["dbt_args"][:3] == ["build", "--selector", "production"]
     for dataset in ("ssb_receive_attempts", "jms_receive_attempts"):
@@ -249,3 +267,4 @@ def test_build_ingest_lands_and_builds_in_one_driver(tmp_path: Path) -> None:
     out = again.stdout + again.stderr
     assert again.returncode == 0, out[-5000:]
     assert "0 records loaded" in out and "skipped, nothing new" in out, out[-3000:]
+    assert len(list(jvm_logs.glob("jvm-*.log"))) == 2  # the rerun's ingest needed one driver
