@@ -1,3 +1,8 @@
+{#- Read only by policy_backtest, a question asked on demand (`poisonwatch backtest` builds
+    both): tagged like it, so that the production build after each ingest leaves it out
+    (selectors.yml). -#}
+{{ config(tags=['on_demand']) }}
+
 -- One row per candidate failure policy and queue with attempts: the parameters a candidate
 -- would apply there, looked up as int_queue_policies looks up the policy in force (a row for
 -- (broker kind, queue) overrides the candidate's (broker kind, '*') row as a whole; a blank

@@ -10,6 +10,7 @@
             'attempts_per_bucket': var('message_bucket_attempts', 12500),
         },
         pre_hook=[
+            "{{ drop_on_demand_dependents() }}",
             "{{ record_batch_watermark('pending') }}",
             "{{ record_latest_value('sequenced_at', 'pending') }}",
         ],

@@ -280,6 +280,21 @@ with connect("local") as engine:
                 engine.query(f"select * from ({only_incremental}) limit 3")[1],
                 engine.query(f"select * from ({only_full}) limit 3")[1],
             ]
+    # A full refresh of the sequenced attempts alone changes their partition layout: its
+    # pre-hook drops the on-demand table partitioned like it, which production builds leave
+    # out (drop_on_demand_dependents), and no other; the backtest's next run rebuilds it whole.
+    accumulated = ("poisonwatch_intermediate", "int_message_failures_accumulated")
+    out["on_demand_dropped"] = [engine.table_exists(*accumulated)]
+    dbt("run", "--select", "int_receive_attempts_sequenced", "--full-refresh")
+    out["on_demand_dropped"] += [
+        engine.table_exists(*accumulated),
+        engine.table_exists("poisonwatch_intermediate", "int_messages_classified"),
+    ]
+    dbt("run", "--select", "int_message_failures_accumulated")
+    out["on_demand_dropped"].append(engine.scalar(
+        "select count(*) from poisonwatch_intermediate.int_message_failures_accumulated "
+        "where message_partition not in (select message_partition from " + SEQUENCED + ")"
+    ))
 print("@@" + json.dumps(out, default=str))
 """
 
@@ -437,6 +452,9 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     assert out is not None, "the child printed no result"
 
     assert out["rejected"] == [0, 0], out["rejected"]  # as `ingest --strict` would demand
+    # Existed, dropped by the full refresh (a production model kept), rebuilt on demand in the
+    # new layout: no partition the sequenced attempts no longer have.
+    assert out["on_demand_dropped"] == [True, False, True, 0], out["on_demand_dropped"]
     assert out["labels_ok"], json.dumps(out["labels"], indent=1)  # 100 % agreement
     assert out["runs"] == 2, out["runs"]
     # Each run left its newest batch on the table, before (pending) and after it wrote; the
