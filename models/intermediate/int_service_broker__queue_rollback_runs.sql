@@ -4,11 +4,16 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
-        pre_hook="{{ record_batch_watermark('pending') }}",
+        on_schema_change='append_new_columns',
+        pre_hook=[
+            "{{ record_batch_watermark('pending') }}",
+            "{{ record_latest_value('rewritten_at', 'pending') }}",
+        ],
         post_hook=[
             "{{ record_resequenced_watermark() }}",
             "drop view if exists {{ cached_rows_view(this) }}",
             "{{ record_batch_watermark('committed') }}",
+            "{{ record_latest_value('rewritten_at', 'committed') }}",
         ],
     )
 }}
@@ -29,7 +34,10 @@
     queue's run at its last attempt before the segment, read from the last buckets before it
     that hold one (carry_window_filter). A late attempt in the middle of history rewrites its
     hour, not every hour after it. queue_attempt_number counts within the bucket, so
-    buckets that are not rewritten keep theirs.
+    buckets that are not rewritten keep theirs. `rewritten_at` marks the run that wrote a
+    row: a segment takes in whole buckets with no new attempt, whose rows keep their
+    `sequenced_at`, so only it tells a reader which buckets changed
+    (int_service_broker__queue_hours_summarized, for queue_health).
 -#}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
 {%- set incremental = is_incremental() -%}
@@ -54,6 +62,7 @@
 {%- set attempt_bucket = time_bucket('attempted_at', partition_seconds) -%}
 {%- set segment_index = '1' -%}
 {%- set carried_selects = [] -%}
+{%- set rewritten_at = run_started_at.strftime('%Y-%m-%d %H:%M:%S') -%}
 {#- The new attempts: new_attempts below, and in an incremental run also the queries run
     while compiling. -#}
 {%- set new_attempts_sql = 'select ' ~ run_columns | join(', ') ~ ', ' ~ attempt_bucket
@@ -89,6 +98,12 @@
         ) -%}
     {%- endfor -%}
     {%- set segment_index = ('case ' ~ cases | join(' ') ~ ' end') if cases else 'null' -%}
+    {#- Every partition this run rewrites (the segments' existing ones and the new rows'),
+        each row with the run's `rewritten_at`: int_service_broker__queue_hours_summarized
+        takes them from here instead of scanning the column (rewritten_partitions). -#}
+    {%- do rewritten_partitions(
+        this, new_attempts_sql, 'attempt_partition', segment_index, rewritten_at
+    ) -%}
 {%- endif %}
 
 with new_attempts as (
@@ -184,6 +199,7 @@ final as (
         {%- else %}
             runs.rollback_run_in_island as rollback_run,
         {%- endif %}
+        timestamp '{{ rewritten_at }}' as rewritten_at,
         runs.attempt_partition
     {%- if incremental %}
         from runs

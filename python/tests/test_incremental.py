@@ -44,11 +44,15 @@ VARS = "{message_partition_seconds: 300, attempt_partition_seconds: 300}"
 # they are built from.
 SELECT = [*(f"+{mart}" for mart in MARTS), "+config.materialized:incremental"]
 # The gaps-and-islands models rewrite only some buckets (rewrite_segments): their runs, attempt
-# by attempt, must be those of a full refresh too. (Island numbers are not compared: they
-# count from the start of the segment that computed the row.)
+# by attempt, must be those of a full refresh too, and so must the queues' hours summarized
+# from the buckets they rewrote (rewritten_at). (Island numbers are not compared: they count
+# from the start of the segment that computed the row.)
 RUN_COLUMNS = {
     "int_service_broker__queue_rollback_runs": (
         "attempt_key, queue_attempt_number, rollback_run, attempt_partition"
+    ),
+    "int_service_broker__queue_hours_summarized": (
+        "queue_key, longest_rollback_run, last_rollback_run, attempt_partition"
     ),
     "int_jms__consumer_failure_runs": (
         "attempt_key, previous_outcome, previous_exception_class, starts_same_type_island, "
@@ -505,6 +509,14 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
         sql = out["scoped_tests"][name][1]
         assert "cast(attempt_partition as string) in (" in sql, (name, sql)
         assert "sequenced_at = cast(" in sql, (name, sql)
+    # The queues' hours name the hours the rollback runs rewrote, which that run listed
+    # (rewritten_partitions), by the run that rewrote them.
+    hours = [n for n in out["scoped_tests"] if "queue_hours_summarized" in n]
+    assert len(hours) >= 3, sorted(out["scoped_tests"])
+    for name in hours:
+        sql = out["scoped_tests"][name][1]
+        assert "cast(attempt_partition as string) in (" in sql, (name, sql)
+        assert "rewritten_at = cast(" in sql, (name, sql)
     assert out["buckets"] == ["1"], out["buckets"]
     plan = out["per_message_plan"]
     assert "Bucketed: true" in plan and "Exchange" not in plan, plan
