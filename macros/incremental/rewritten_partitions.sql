@@ -30,22 +30,17 @@
     {%- if not execute or segment_index == 'null' -%}
         {{ return([]) }}
     {%- endif -%}
-    {#- The 'v' prefix keeps the values text: agate would read a date-like text as a date. -#}
-    {%- set values = run_query(
-        "select distinct concat('v', cast(" ~ partition_column ~ " as string)) from (select "
-        ~ partition_column ~ " from " ~ relation ~ " where " ~ segment_index
-        ~ " is not null union all select " ~ partition_column ~ " from (" ~ new_rows_sql
-        ~ ") as new_rows) as rewritten where " ~ partition_column ~ " is not null"
-    ).columns[0].values() -%}
-    {%- set partitions = [] -%}
-    {%- for text in values -%}
-        {%- do partitions.append(text[1:]) -%}
-    {%- endfor -%}
+    {%- set partitions = poisonwatch.distinct_partitions(
+        'select ' ~ partition_column ~ ' from ' ~ relation ~ ' where ' ~ segment_index
+        ~ ' is not null union all select ' ~ partition_column ~ ' from (' ~ new_rows_sql
+        ~ ') as new_rows',
+        partition_column,
+    ) -%}
     {%- if partitions | length > 0 -%}
         {%- do poisonwatch.remember_latest_value(
             relation, 'rewritten_at', 'timestamp', value, partition_column, partitions,
             previous=poisonwatch.recorded_latest_value(relation, 'rewritten_at'),
         ) -%}
     {%- endif -%}
-    {{ return(partitions | sort) }}
+    {{ return(partitions) }}
 {%- endmacro %}
