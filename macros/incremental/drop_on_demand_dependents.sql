@@ -8,8 +8,10 @@
     of the old one, so a message would be in both. Dropped, their next on-demand build
     (`poisonwatch backtest`) starts from scratch. Found from the graph, not named, so that a
     model tagged `on_demand` later is covered too; not a `ref` (that would make each depend
-    on the other). Runs its statements itself and returns '' for the hook; nothing while
-    parsing or on an incremental run.
+    on the other). Drops them itself through the adapter (adapter.drop_relation), so that
+    dbt's cache of relations knows they are gone and a later model of the same invocation
+    builds them from scratch; returns '' for the hook. Nothing while parsing or on an
+    incremental run.
 -#}
 {% macro drop_on_demand_dependents() -%}
     {{ return(adapter.dispatch('drop_on_demand_dependents', 'poisonwatch')()) }}
@@ -29,7 +31,7 @@
         {%- if relation is not none -%}
             {%- do log('drop_on_demand_dependents: ' ~ this ~ ' is built from scratch, so '
                 ~ relation ~ ', partitioned like it, is dropped', info=false) -%}
-            {%- do run_query('drop table if exists ' ~ relation) -%}
+            {%- do adapter.drop_relation(relation) -%}
         {%- endif -%}
     {%- endfor -%}
     {{ return('') }}
