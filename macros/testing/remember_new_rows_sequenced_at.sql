@@ -29,7 +29,15 @@
         or upstream_latest.type != 'timestamp' -%}
         {{ return(none) }}
     {%- endif -%}
-    {%- set partitions = poisonwatch.distinct_partitions(new_rows_sql, partition_column) -%}
+    {#- The 'v' prefix keeps the values text: agate would read a date-like text as a date. -#}
+    {%- set values = run_query(
+        "select distinct concat('v', cast(" ~ partition_column ~ " as string)) from ("
+        ~ new_rows_sql ~ ") as new_rows where " ~ partition_column ~ " is not null"
+    ).columns[0].values() -%}
+    {%- set partitions = [] -%}
+    {%- for value in values -%}
+        {%- do partitions.append(value[1:]) -%}
+    {%- endfor -%}
     {%- if partitions | length > 0 -%}
         {%- do poisonwatch.remember_latest_value(
             this, 'sequenced_at', 'timestamp', upstream_latest.value, partition_column,

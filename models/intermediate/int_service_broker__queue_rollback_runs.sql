@@ -101,9 +101,7 @@
     {#- Every partition this run rewrites (the segments' existing ones and the new rows'),
         each row with the run's `rewritten_at`: int_service_broker__queue_hours_summarized
         takes them from here instead of scanning the column (rewritten_partitions). -#}
-    {%- do rewritten_partitions(
-        this, new_attempts_sql, 'attempt_partition', segment_index, rewritten_at
-    ) -%}
+    {%- do rewritten_partitions(this, 'attempt_partition', rewritten_at) -%}
 {%- endif %}
 
 with new_attempts as (
