@@ -4,11 +4,16 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
-        pre_hook="{{ record_batch_watermark('pending') }}",
+        on_schema_change='append_new_columns',
+        pre_hook=[
+            "{{ record_batch_watermark('pending') }}",
+            "{{ record_latest_value('rewritten_at', 'pending') }}",
+        ],
         post_hook=[
             "{{ record_resequenced_watermark() }}",
             "drop view if exists {{ cached_rows_view(this) }}",
             "{{ record_batch_watermark('committed') }}",
+            "{{ record_latest_value('rewritten_at', 'committed') }}",
         ],
     )
 }}
@@ -34,6 +39,9 @@
     rewrites its hour or two, not every hour after it. No column numbers the attempts across
     buckets: such a number would change in every bucket after a late attempt
     (breaker_backtest numbers them itself, on demand).
+    `rewritten_at` marks the run that wrote a row: a segment takes in whole buckets with no
+    new attempt, whose rows keep their `sequenced_at`, so only it tells a reader which buckets
+    changed (int_jms__consumer_hours_summarized, for consumer_circuit_breakers).
 -#}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
 {%- set incremental = is_incremental() -%}
@@ -58,6 +66,7 @@
 {%- set attempt_bucket = time_bucket('attempted_at', partition_seconds) -%}
 {%- set segment_index = '1' -%}
 {%- set carried_selects = [] -%}
+{%- set rewritten_at = run_started_at.strftime('%Y-%m-%d %H:%M:%S') -%}
 {#- The new attempts: new_attempts below, and in an incremental run also the queries run
     while compiling. -#}
 {%- set new_attempts_sql = 'select ' ~ run_columns | join(', ')
@@ -97,6 +106,10 @@
         ) -%}
     {%- endfor -%}
     {%- set segment_index = ('case ' ~ cases | join(' ') ~ ' end') if cases else 'null' -%}
+    {#- Every partition this run rewrites (the segments' existing ones and the new rows'),
+        each row with the run's `rewritten_at`: int_jms__consumer_hours_summarized takes them
+        from here instead of scanning the column (rewritten_partitions). -#}
+    {%- do rewritten_partitions(this, 'attempt_partition', rewritten_at) -%}
 {%- endif %}
 
 with new_attempts as (
@@ -287,6 +300,7 @@ final as (
         runs.same_type_island,
         runs.any_type_run,
         runs.same_type_run,
+        timestamp '{{ rewritten_at }}' as rewritten_at,
         runs.attempt_partition
     from runs
 )

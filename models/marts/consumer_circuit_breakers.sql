@@ -3,8 +3,8 @@
 -- longest any-type run reaches M; mode ANY trips on one report, MANY on reports from two or
 -- more servers; a tripped consumer trips the rest of its scheduled group.
 
-with runs as (
-    select * from {{ ref('int_jms__consumer_failure_runs') }}
+with consumer_hours as (
+    select * from {{ ref('int_jms__consumer_hours_summarized') }}
 ),
 
 consumer_servers as (
@@ -63,19 +63,30 @@ consumer_policies as (
     servers): the class shown is the one whose run reached that length last, in attempt order
     (then by server name). max_by over the run length alone would pick one of them by the order
     Spark happens to read the rows in, which differs between a full refresh and an incremental
-    run.
+    run. Each hour keeps the attempt where its longest same-type run ended, greatest by the
+    same order (int_jms__consumer_hours_summarized): the greatest of the hours' is the
+    greatest of all the server's attempts.
 #}
 server_runs as (
     select
         consumer_id,
         server_name,
-        max(same_type_run) as longest_same_type_run,
-        max(any_type_run) as longest_any_type_run,
+        max(longest_same_type_run) as longest_same_type_run,
+        max(longest_any_type_run) as longest_any_type_run,
         max_by(
-            struct(exception_class, attempted_at),
-            struct(same_type_run, attempted_at, source_file, record_number, attempt_key)
+            struct(
+                same_type_exception_class as exception_class,
+                same_type_run_end_at as attempted_at
+            ),
+            struct(
+                longest_same_type_run,
+                same_type_run_end_at,
+                same_type_run_end_source_file,
+                same_type_run_end_record_number,
+                same_type_run_end_attempt_key
+            )
         ) as longest_same_type_run_end
-    from runs
+    from consumer_hours
     group by consumer_id, server_name
 ),
 

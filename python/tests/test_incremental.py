@@ -44,9 +44,9 @@ VARS = "{message_partition_seconds: 300, attempt_partition_seconds: 300}"
 # they are built from.
 SELECT = [*(f"+{mart}" for mart in MARTS), "+config.materialized:incremental"]
 # The gaps-and-islands models rewrite only some buckets (rewrite_segments): their runs, attempt
-# by attempt, must be those of a full refresh too, and so must the queues' hours summarized
-# from the buckets they rewrote (rewritten_at). (Island numbers are not compared: they count
-# from the start of the segment that computed the row.)
+# by attempt, must be those of a full refresh too, and so must the queues' and consumers' hours
+# summarized from the buckets they rewrote (rewritten_at). (Island numbers are not compared:
+# they count from the start of the segment that computed the row.)
 RUN_COLUMNS = {
     "int_service_broker__queue_rollback_runs": (
         "attempt_key, queue_attempt_number, rollback_run, attempt_partition"
@@ -57,6 +57,11 @@ RUN_COLUMNS = {
     "int_jms__consumer_failure_runs": (
         "attempt_key, previous_outcome, previous_exception_class, starts_same_type_island, "
         "any_type_run, same_type_run, attempt_partition"
+    ),
+    "int_jms__consumer_hours_summarized": (
+        "consumer_id, server_name, longest_same_type_run, longest_any_type_run, "
+        "same_type_exception_class, same_type_run_end_at, same_type_run_end_source_file, "
+        "same_type_run_end_record_number, same_type_run_end_attempt_key, attempt_partition"
     ),
 }
 # The JMS ordering check recomputes only the rows a run can change (int_jms__message_ordering):
@@ -511,8 +516,8 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
         assert "sequenced_at = cast(" in sql, (name, sql)
     # The queues' hours name the hours the rollback runs rewrote, which that run listed
     # (rewritten_partitions), by the run that rewrote them.
-    hours = [n for n in out["scoped_tests"] if "queue_hours_summarized" in n]
-    assert len(hours) >= 3, sorted(out["scoped_tests"])
+    hours = [n for n in out["scoped_tests"] if "hours_summarized" in n]
+    assert len(hours) >= 6, sorted(out["scoped_tests"])
     for name in hours:
         sql = out["scoped_tests"][name][1]
         assert "cast(attempt_partition as string) in (" in sql, (name, sql)
