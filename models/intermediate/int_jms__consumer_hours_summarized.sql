@@ -10,10 +10,11 @@
     )
 }}
 
--- Per JMS consumer setting, server and attempt hour: the longest same-type and any-type runs
--- of the circuit breaker in the hour, and the attempt where the longest same-type run ended.
--- consumer_circuit_breakers adds the hours up instead of grouping every counted attempt of
--- history on every build.
+-- Per JMS consumer setting, server and attempt hour: its counted attempts, the longest
+-- same-type and any-type runs of the circuit breaker in the hour, and the attempt where the
+-- longest same-type run ended. consumer_circuit_breakers adds the hours up, and
+-- int_alerts__breaker_tripped_still_receiving counts the hours after a trip from here, instead
+-- of reading every counted attempt of history on every build.
 
 {#-
     Incremental like int_service_broker__queue_hours_summarized: a run recomputes only the
@@ -50,6 +51,9 @@ hours as (
         consumer_id,
         server_name,
         attempt_partition,
+        count(*) as attempt_count,
+        min(attempted_at) as first_attempted_at,
+        max(attempted_at) as last_attempted_at,
         max(any_type_run) as longest_any_type_run,
         max(
             struct(
@@ -70,6 +74,9 @@ final as (
     select
         hours.consumer_id,
         hours.server_name,
+        hours.attempt_count,
+        hours.first_attempted_at,
+        hours.last_attempted_at,
         hours.same_type_run_end.same_type_run as longest_same_type_run,
         hours.longest_any_type_run,
         hours.same_type_run_end.exception_class as same_type_exception_class,

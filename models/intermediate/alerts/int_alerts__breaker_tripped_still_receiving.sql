@@ -3,12 +3,67 @@
 -- after the trip: the fuse is not wired in. One alert per consumer, from its first to its
 -- last attempt after the trip; resolved once apply disabled the consumer.
 
+{#-
+    Attempt by attempt only where it matters: each server's first reporting attempt is looked
+    for in the first hour that holds one, and the attempts after a trip are read only from the
+    trip's own hour, which is one of those; the hours before and after come from
+    int_jms__consumer_hours_summarized, one row per consumer, server and hour. Reading every
+    counted attempt of the tripped consumers took 3.2 s of this model (warm, 10M attempts),
+    and grew with history. The report hours are listed before the model runs, so the scan of
+    the attempts is pruned to them by name: Spark prunes partitions by a join only when it
+    judges the other side selective, which these aggregates are not.
+-#}
+{%- set partition_seconds = var('attempt_partition_seconds', 3600) %}
+{%- set report_hours_sql -%}
+    {#- A server reports when one of its runs reaches its threshold (breaker_server_reports):
+        an hour holds such an attempt when its longest runs do. #}
+    select
+        consumer_hours.consumer_id,
+        consumer_hours.server_name,
+        min(consumer_hours.attempt_partition) as attempt_partition
+    from {{ ref('int_jms__consumer_hours_summarized') }} as consumer_hours
+    inner join {{ ref('consumer_circuit_breakers') }} as breakers
+        on consumer_hours.consumer_id = breakers.consumer_id
+    where
+        breakers.is_self_tripped
+        and {{ breaker_server_reports(
+            'consumer_hours.longest_same_type_run',
+            'consumer_hours.longest_any_type_run',
+            'breakers.max_consecutive_failures',
+        ) }}
+    group by consumer_hours.consumer_id, consumer_hours.server_name
+{%- endset %}
+{#- None when they cannot be listed (parsing, or a unit test's fixtures): then every hour is
+    read, which gives the same answer. #}
+{%- set report_partitions = none %}
+{%- set breakers_relation = ref('consumer_circuit_breakers') %}
+{%- if execute and breakers_relation.schema is not none
+    and breakers_relation.identifier is not none
+    and adapter.get_relation(
+        database=breakers_relation.database,
+        schema=breakers_relation.schema,
+        identifier=breakers_relation.identifier,
+    ) is not none %}
+    {%- set report_partitions = run_query(
+        'select distinct attempt_partition from (' ~ report_hours_sql ~ ') as report_hours'
+    ).columns[0].values() | list %}
+{%- endif %}
+
 with consumer_circuit_breakers as (
     select * from {{ ref('consumer_circuit_breakers') }}
 ),
 
 consumer_failure_runs as (
     select * from {{ ref('int_jms__consumer_failure_runs') }}
+    {%- if report_partitions %}
+        where attempt_partition in ({{ string_literal_list(report_partitions | sort) }})
+    {%- elif report_partitions is not none %}
+        where false
+    {%- endif %}
+),
+
+consumer_hours as (
+    select * from {{ ref('int_jms__consumer_hours_summarized') }}
 ),
 
 policies as (
@@ -20,30 +75,29 @@ breakers as (
     where is_self_tripped
 ),
 
-runs as (
-    select
-        consumer_failure_runs.consumer_id,
-        consumer_failure_runs.server_name,
-        consumer_failure_runs.attempted_at,
-        consumer_failure_runs.same_type_run,
-        consumer_failure_runs.any_type_run
-    from consumer_failure_runs
-    left semi join breakers
-        on consumer_failure_runs.consumer_id = breakers.consumer_id
+report_hours as (
+    {{ report_hours_sql }}
 ),
 
 server_reports as (
     select
-        runs.consumer_id,
-        runs.server_name,
-        min(runs.attempted_at) as reported_at
-    from runs
+        consumer_failure_runs.consumer_id,
+        consumer_failure_runs.server_name,
+        min(consumer_failure_runs.attempted_at) as reported_at
+    from consumer_failure_runs
+    inner join report_hours
+        on
+            consumer_failure_runs.consumer_id = report_hours.consumer_id
+            and consumer_failure_runs.server_name = report_hours.server_name
+            and consumer_failure_runs.attempt_partition = report_hours.attempt_partition
     inner join breakers
-        on runs.consumer_id = breakers.consumer_id
+        on consumer_failure_runs.consumer_id = breakers.consumer_id
     where {{ breaker_server_reports(
-        'runs.same_type_run', 'runs.any_type_run', 'breakers.max_consecutive_failures'
+        'consumer_failure_runs.same_type_run',
+        'consumer_failure_runs.any_type_run',
+        'breakers.max_consecutive_failures',
     ) }}
-    group by runs.consumer_id, runs.server_name
+    group by consumer_failure_runs.consumer_id, consumer_failure_runs.server_name
 ),
 
 trips as (
@@ -59,21 +113,55 @@ trips as (
     group by server_reports.consumer_id
 ),
 
+trip_hours as (
+    select
+        consumer_id,
+        tripped_at,
+        {{ time_bucket('tripped_at', partition_seconds) }} as attempt_partition
+    from trips
+    where tripped_at is not null
+),
+
+attempts_after_trip as (
+    {#- Every attempt of the hours after the trip's (hour labels are 'yyyy-MM-dd HH:mm:ss',
+        time_bucket: text order is time order), then those of its own hour after it. #}
+    select
+        trip_hours.consumer_id,
+        trip_hours.tripped_at,
+        consumer_hours.attempt_count,
+        consumer_hours.first_attempted_at,
+        consumer_hours.last_attempted_at
+    from trip_hours
+    inner join consumer_hours
+        on
+            trip_hours.consumer_id = consumer_hours.consumer_id
+            and trip_hours.attempt_partition < consumer_hours.attempt_partition
+    union all
+    select
+        trip_hours.consumer_id,
+        trip_hours.tripped_at,
+        1 as attempt_count,
+        consumer_failure_runs.attempted_at as first_attempted_at,
+        consumer_failure_runs.attempted_at as last_attempted_at
+    from trip_hours
+    inner join consumer_failure_runs
+        on
+            trip_hours.consumer_id = consumer_failure_runs.consumer_id
+            and trip_hours.attempt_partition = consumer_failure_runs.attempt_partition
+            and trip_hours.tripped_at < consumer_failure_runs.attempted_at
+),
+
 after_trip as (
     select
         'breaker_tripped_still_receiving' as alert_kind,
         'jms' as broker_kind,
-        trips.consumer_id,
-        trips.tripped_at,
-        count(*) as attempts_after_trip,
-        min(runs.attempted_at) as first_after_at,
-        max(runs.attempted_at) as last_after_at
-    from trips
-    inner join runs
-        on
-            trips.consumer_id = runs.consumer_id
-            and trips.tripped_at < runs.attempted_at
-    group by trips.consumer_id, trips.tripped_at
+        consumer_id,
+        tripped_at,
+        sum(attempt_count) as attempts_after_trip,
+        min(first_attempted_at) as first_after_at,
+        max(last_attempted_at) as last_after_at
+    from attempts_after_trip
+    group by consumer_id, tripped_at
 ),
 
 after_trip_with_policy as (
