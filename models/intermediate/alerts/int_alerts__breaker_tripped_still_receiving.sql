@@ -33,17 +33,19 @@
         ) }}
     group by consumer_hours.consumer_id, consumer_hours.server_name
 {%- endset %}
-{#- None when they cannot be listed (parsing, or a unit test's fixtures): then every hour is
-    read, which gives the same answer. #}
+{#- None when they cannot be listed (parsing, a unit test's fixtures, or a store where a table
+    the listing reads is not built yet): then every hour is read, which gives the same answer. #}
 {%- set report_partitions = none %}
-{%- set breakers_relation = ref('consumer_circuit_breakers') %}
-{%- if execute and breakers_relation.schema is not none
-    and breakers_relation.identifier is not none
-    and adapter.get_relation(
-        database=breakers_relation.database,
-        schema=breakers_relation.schema,
-        identifier=breakers_relation.identifier,
-    ) is not none %}
+{%- set listable = namespace(value=execute) %}
+{%- for listed_from in [
+    ref('int_jms__consumer_hours_summarized'), ref('consumer_circuit_breakers')
+] if listable.value %}
+    {%- if listed_from.schema is none or listed_from.identifier is none
+        or load_relation(listed_from) is none %}
+        {%- set listable.value = false %}
+    {%- endif %}
+{%- endfor %}
+{%- if listable.value %}
     {%- set report_partitions = run_query(
         'select distinct attempt_partition from (' ~ report_hours_sql ~ ') as report_hours'
     ).columns[0].values() | list %}
