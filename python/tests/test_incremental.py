@@ -514,8 +514,8 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
         sql = out["scoped_tests"][name][1]
         assert "cast(attempt_partition as string) in (" in sql, (name, sql)
         assert "sequenced_at = cast(" in sql, (name, sql)
-    # The queues' hours name the hours the rollback runs rewrote, which that run listed
-    # (rewritten_partitions), by the run that rewrote them.
+    # The queues' and consumers' hours name the hours the rollback or failure runs rewrote,
+    # which that run listed (rewritten_partitions), by the run that rewrote them.
     hours = [n for n in out["scoped_tests"] if "hours_summarized" in n]
     assert len(hours) >= 6, sorted(out["scoped_tests"])
     for name in hours:
