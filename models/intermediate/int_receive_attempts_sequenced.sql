@@ -5,6 +5,7 @@
         partition_by=['message_partition'],
         clustered_by=['message_key'],
         buckets=var('message_buckets', 8),
+        on_schema_change='append_new_columns',
         meta={
             'tests_check_latest': 'sequenced_at',
             'attempts_per_bucket': var('message_bucket_attempts', 12500),
@@ -329,6 +330,9 @@ sequenced as (
                 over message_attempts_so_far
         ) as distinct_errors_so_far,
         count(*) over message_all as attempt_count,
+        sum(case when all_attempts.is_failure then 1 else 0 end) over message_all
+            as failure_count,
+        lead(all_attempts.attempted_at) over message_attempts as next_attempted_at,
         coalesce(
             max(all_attempts.previous_message_partition) over message_all,
             {{ new_message_partition(
@@ -357,7 +361,13 @@ sequenced as (
 
 final as (
     select
-        sequenced.* except (previous_message_partition, attempt_count, message_partition),
+        sequenced.* except (
+            previous_message_partition,
+            attempt_count,
+            failure_count,
+            next_attempted_at,
+            message_partition
+        ),
         sequenced.failures_so_far - coalesce(
             max(case when sequenced.is_success then sequenced.failures_so_far end) over (
                 partition by sequenced.message_key
@@ -369,6 +379,11 @@ final as (
         ) as consecutive_failures,
         sequenced.attempt_number = sequenced.attempt_count as is_latest_attempt,
         timestamp '{{ run_started_at.strftime("%Y-%m-%d %H:%M:%S") }}' as sequenced_at,
+        {#- Last before the partition column, so that a table that gained them
+            (on_schema_change) and a new one agree on the order. #}
+        sequenced.next_attempted_at,
+        sequenced.is_failure and sequenced.failures_so_far = sequenced.failure_count
+            as is_latest_failure,
         sequenced.message_partition
     from sequenced
 )
