@@ -56,6 +56,41 @@ print("@@" + json.dumps(out))
 """
 
 
+# A staging view's renamed or lowercased landing columns are tested on the landing table only
+# (models/staging/*/_*__models.yml): that is sound because a failed source test skips the view and
+# everything built from it. A bad outcome in the latest batch of the JMS attempts, then the
+# production build's selection for that source; the batch is dropped again (the store is shared).
+SOURCE_GATE_SCRIPT = """
+import json
+from dbt.cli.main import dbtRunner
+from poisonwatch.config import home, project_root
+from poisonwatch.warehouse.engine import connect
+from poisonwatch.warehouse.schemas import create_raw_tables
+
+root, store = str(project_root()), home()
+batch = "b99999999T000000Z_sourcegate"
+with connect("local") as e:
+    create_raw_tables(e)
+    e.execute(
+        f"insert into raw.jms_receive_attempts partition (_batch_id = '{batch}') "
+        "(attempted_at, broker_name, address, queue_name, message_id, consumer_id, server_name, "
+        "outcome) values (timestamp'2026-03-01 00:00:00', 'B', 'A', 'Q', 'ID:1', 'C', 'S', "
+        "'Rolled_Forward')"
+    )
+    try:
+        res = dbtRunner().invoke([
+            "build", "--select", "source:jms.jms_receive_attempts+",
+            "--exclude-resource-type", "unit_test", "--exclude", "tag:on_demand",
+            "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
+            "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
+        ])
+    finally:
+        e.execute(f"alter table raw.jms_receive_attempts drop partition (_batch_id = '{batch}')")
+assert res.result is not None, res.exception
+print("@@" + json.dumps({r.node.unique_id: str(r.status) for r in res.result.results}))
+"""
+
+
 @pytest.fixture(scope="module")
 def results(shared_store: SharedChild) -> dict[str, Any]:
     return shared_store.run(SCRIPT)
@@ -76,3 +111,18 @@ def test_a_defect_in_the_latest_batch_fails_and_its_value_is_escaped(
     assert test["status"] == "fail", test
     assert test["failures"] == 1, test
     assert "_batch_id = cast('b9\\';--x' as string)" in test["sql"]
+
+
+def test_a_failed_source_test_skips_the_staging_view_and_what_is_built_from_it(
+    shared_store: SharedChild,
+) -> None:
+    statuses = shared_store.run(SOURCE_GATE_SCRIPT)
+    failed = [u for u, s in statuses.items() if s == "fail"]
+    assert len(failed) == 1 and failed[0].startswith(
+        "test.poisonwatch.source_accepted_values_jms_jms_receive_attempts_outcome"
+    ), statuses
+    assert statuses["model.poisonwatch.stg_jms__receive_attempts"] == "skipped"
+    assert statuses["model.poisonwatch.int_receive_attempts_sequenced"] == "skipped"
+    assert statuses["model.poisonwatch.poison_messages"] == "skipped"
+    ran = {u for u, s in statuses.items() if s not in ("skipped", "fail")}
+    assert all(u.startswith(("operation.", "test.poisonwatch.source_")) for u in ran), ran
