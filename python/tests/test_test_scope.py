@@ -13,7 +13,8 @@ from child_python import SharedChild
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = """
+# What both scripts start with: dbt in this child, on the project and the child's store.
+PRELUDE = """
 import json
 from dbt.cli.main import dbtRunner
 from poisonwatch.config import home, project_root
@@ -23,16 +24,23 @@ from poisonwatch.warehouse.schemas import create_raw_tables
 
 root, store = str(project_root()), home()
 
-def dbt_test():
+def dbt(*args):
     res = dbtRunner().invoke([
-        "test", "--select", "source:service_broker.ssb_broker_events",
-        "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
+        *args, "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
         "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
     ])
     assert res.result is not None, res.exception
+    return res.result.results
+"""
+
+SCRIPT = (
+    PRELUDE
+    + """
+def dbt_test():
+    results = dbt("test", "--select", "source:service_broker.ssb_broker_events")
     return [
         {"status": str(r.status), "failures": r.failures, "sql": r.node.compiled_code}
-        for r in res.result.results
+        for r in results
         if r.node.unique_id.startswith("test.")  # not the on-run-start hook
     ]
 
@@ -54,41 +62,38 @@ with connect("local") as e:
     out["new_defect"] = dbt_test()
 print("@@" + json.dumps(out))
 """
+)
 
 
 # A staging view's renamed or lowercased landing columns are tested on the landing table only
 # (models/staging/*/_*__models.yml): that is sound because a failed source test skips the view and
 # everything built from it. A bad outcome in the latest batch of the JMS attempts, then the
 # production build's selection for that source; the batch is dropped again (the store is shared).
-SOURCE_GATE_SCRIPT = """
-import json
-from dbt.cli.main import dbtRunner
-from poisonwatch.config import home, project_root
-from poisonwatch.warehouse.engine import connect
-from poisonwatch.warehouse.schemas import create_raw_tables
-
-root, store = str(project_root()), home()
+SOURCE_GATE_SCRIPT = (
+    PRELUDE
+    + """
 batch = "b99999999T000000Z_sourcegate"
 with connect("local") as e:
     create_raw_tables(e)
     e.execute(
-        f"insert into raw.jms_receive_attempts partition (_batch_id = '{batch}') "
+        f"insert into raw.jms_receive_attempts partition (_batch_id = {sql_string(batch)}) "
         "(attempted_at, broker_name, address, queue_name, message_id, consumer_id, server_name, "
         "outcome) values (timestamp'2026-03-01 00:00:00', 'B', 'A', 'Q', 'ID:1', 'C', 'S', "
         "'Rolled_Forward')"
     )
     try:
-        res = dbtRunner().invoke([
+        results = dbt(
             "build", "--select", "source:jms.jms_receive_attempts+",
             "--exclude-resource-type", "unit_test", "--exclude", "tag:on_demand",
-            "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
-            "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
-        ])
+        )
     finally:
-        e.execute(f"alter table raw.jms_receive_attempts drop partition (_batch_id = '{batch}')")
-assert res.result is not None, res.exception
-print("@@" + json.dumps({r.node.unique_id: str(r.status) for r in res.result.results}))
+        e.execute(
+            "alter table raw.jms_receive_attempts drop partition "
+            f"(_batch_id = {sql_string(batch)})"
+        )
+print("@@" + json.dumps({r.node.unique_id: str(r.status) for r in results}))
 """
+)
 
 
 @pytest.fixture(scope="module")
