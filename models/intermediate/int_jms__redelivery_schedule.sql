@@ -32,7 +32,7 @@ policies as (
     where broker_kind = 'jms'
 ),
 
-with_next as (
+jms_attempts_with_policies as (
     select
         attempts.attempt_key,
         attempts.message_key,
@@ -59,7 +59,7 @@ with_next as (
 
 scheduled as (
     select
-        with_next.*,
+        jms_attempts_with_policies.*,
         {{ redelivery_delay_ms(
             'redelivery_delay_ms',
             'redelivery_multiplier',
@@ -67,8 +67,8 @@ scheduled as (
             'failures_so_far'
         ) }}
             as expected_redelivery_delay_ms
-    from with_next
-    where with_next.is_failure
+    from jms_attempts_with_policies
+    where jms_attempts_with_policies.is_failure
 )
 
 {# rebalance: each partition written by one task (AQE splits a big one), not a file from
