@@ -7,6 +7,9 @@ from collections.abc import Iterator
 import pytest
 from child_python import SharedChild
 
+# A skip under CI=true fails the run (ci_strict.py says why).
+from ci_strict import pytest_runtest_makereport  # noqa: F401
+
 
 @pytest.fixture(scope="session")
 def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedChild]:
