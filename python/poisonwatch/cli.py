@@ -135,7 +135,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
             databases={"raw": args.raw_database, "marts": args.marts_database},
         )
     print_check_report(report, verbose=args.verbose)
-    return 0 if report.success else 1
+    if args.require_all and report.success and not report.complete:
+        skipped = [s.name for s in report.suites if s.status != "passed"] or ["(no suite selected)"]
+        print(f"--require-all: not run: {', '.join(skipped)}", file=sys.stderr)
+    return report.exit_code(require_all=args.require_all)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -374,6 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--marts-database",
         default=None,
         help="check marts in this database (default: the target's schema)",
+    )
+    p.add_argument(
+        "--require-all",
+        action="store_true",
+        help="exit 1 unless every selected suite ran and passed (a skipped suite fails)",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="list every expectation")
     p.set_defaults(func=_cmd_check)

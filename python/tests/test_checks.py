@@ -451,7 +451,8 @@ def test_every_suite_passes_on_clean_data(engine: Any, store: Path) -> None:
         if s.status != "passed"
     }
     assert not problems
-    assert report.success
+    assert report.success and report.complete
+    assert report.exit_code(require_all=True) == 0
     raw = [s for s in report.suites if s.layer == "raw"]
     assert all(s.rows for s in raw), [(s.name, s.rows) for s in raw]
     assert report.docs_index is not None and report.docs_index.is_file()
@@ -462,7 +463,9 @@ def test_every_suite_passes_on_clean_data(engine: Any, store: Path) -> None:
 
 def test_missing_marts_are_skipped_with_the_next_step(engine: Any) -> None:
     report = run(engine, "marts", databases={"marts": "no_marts_here"})
-    assert report.success
+    assert report.success and report.exit_code() == 0
+    # A skipped suite proves nothing: --require-all (make test) fails on it.
+    assert not report.complete and report.exit_code(require_all=True) == 1
     assert {s.status for s in report.suites} == {"skipped"}
     assert all("run `dbt build` first" in s.reason for s in report.suites)
     assert "no_marts_here.poison_messages" in report.suite("marts_poison_messages").reason

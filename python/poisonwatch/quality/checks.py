@@ -191,6 +191,15 @@ class CheckReport:
     def success(self) -> bool:
         return all(s.status in ("passed", "skipped") for s in self.suites)
 
+    @property
+    def complete(self) -> bool:
+        """Every suite ran and passed: what a CI run needs, where a skipped suite proves nothing."""
+        return bool(self.suites) and all(s.status == "passed" for s in self.suites)
+
+    def exit_code(self, *, require_all: bool = False) -> int:
+        ok = self.complete if require_all else self.success
+        return 0 if ok else 1
+
     def suite(self, name: str) -> SuiteOutcome:
         for s in self.suites:
             if s.name == name:
