@@ -250,6 +250,31 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser(
+        "demo",
+        help="generate → ingest → dbt build → apply → dbt build → report, one screen",
+        epilog="example: poisonwatch demo --attempts 3000 --report /tmp/report.html",
+    )
+    p.add_argument("--landing", default=None, help="landing folder (default: under the store)")
+    p.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
+    p.add_argument(
+        "--attempts", type=_positive_int, default=20_000, help="workload size (default 20000)"
+    )
+    p.add_argument(
+        "--report",
+        default=None,
+        metavar="FILE",
+        help="where to write the report (default: poisonwatch-report.html in the store)",
+    )
+    p.add_argument(
+        "--alert-scenario",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="passed to generate: raise this alert kind after the regular traffic (or all)",
+    )
+    p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser(
         "generate",
         help="write a deterministic workload of landing files + labels",
         epilog="example: poisonwatch generate --out landing --seed 7 --attempts 100000",
@@ -283,39 +308,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_generate)
 
     p = sub.add_parser(
-        "backtest",
-        help="replay history under candidate policies; recommend one per queue",
-        epilog="example: poisonwatch backtest --candidates my_candidates.csv",
+        "collect",
+        help="browse a live ActiveMQ broker's queues and DLQs into landing files",
+        epilog="example: poisonwatch collect --broker stomp://127.0.0.1:61613 --ingest",
     )
     p.add_argument(
-        "--candidates",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="CSV with the columns of seeds/candidate_policies.csv or of "
-        "seeds/candidate_consumer_policies.csv, instead of that seed (until the next build); "
-        "at most one of each",
+        "--broker", required=True, help="stomp://HOST:PORT[?name=B] or a name in brokers.yml"
     )
     p.add_argument(
-        "--labels",
-        metavar="FILE",
-        help="also check against a generator's labels.jsonl (exit 1 on a disagreement)",
+        "--queues",
+        default=None,
+        help="comma-separated queue names or patterns (orders.*); default: every queue. "
+        "Dead-letter queues are always included",
     )
-    p.set_defaults(func=_cmd_backtest)
-
-    p = sub.add_parser(
-        "alerts",
-        help="open alerts; exit 0 none, 1 warning, 2 critical (monitoring plugins)",
-        epilog="example: poisonwatch alerts --since 2h --format json --webhook http://hook",
-    )
-    p.add_argument("--since", help="only alerts seen within this long (30m, 2h, 7d)")
-    p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--webhook", metavar="URL", help="POST each new open alert once, as JSON")
-    p.add_argument("--kind", action="append", default=[], help="only this alert kind (repeatable)")
     p.add_argument(
-        "--include-resolved", action="store_true", help="print recently resolved alerts too"
+        "--out", default=None, help="landing folder (default: $POISONWATCH_HOME/landing)"
     )
-    p.set_defaults(func=_cmd_alerts)
+    p.add_argument("--every", type=float, default=None, metavar="SECONDS", help="repeat period")
+    p.add_argument("--count", type=int, default=1, help="number of snapshots (with --every)")
+    p.add_argument("--ingest", action="store_true", help="ingest the landing folder afterwards")
+    p.set_defaults(func=_cmd_collect)
 
     p = sub.add_parser(
         "ingest",
@@ -355,6 +367,116 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_sql)
 
     p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page with plots of what the marts say",
+        description="Write one self-contained HTML page (no scripts, no network requests) with "
+        "plots of failures, poison, dead letters, queue health, breakers and remediation.",
+        epilog="example: poisonwatch report --out report.html --since 1d",
+    )
+    p.add_argument(
+        "--out", default=None, metavar="FILE", help="default: poisonwatch-report.html here"
+    )
+    p.add_argument(
+        "--since",
+        default=None,
+        metavar="DURATION",
+        help="only the last DURATION before the newest attempt (e.g. 90m, 6h, 2d, 1w)",
+    )
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser(
+        "alerts",
+        help="open alerts; exit 0 none, 1 warning, 2 critical (monitoring plugins)",
+        epilog="example: poisonwatch alerts --since 2h --format json --webhook http://hook",
+    )
+    p.add_argument("--since", help="only alerts seen within this long (30m, 2h, 7d)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--webhook", metavar="URL", help="POST each new open alert once, as JSON")
+    p.add_argument("--kind", action="append", default=[], help="only this alert kind (repeatable)")
+    p.add_argument(
+        "--include-resolved", action="store_true", help="print recently resolved alerts too"
+    )
+    p.set_defaults(func=_cmd_alerts)
+
+    p = sub.add_parser(
+        "verify",
+        help="compare the marts with a generator's labels.jsonl",
+        epilog="example: poisonwatch verify landing/labels.jsonl",
+    )
+    p.add_argument("labels", help="labels.jsonl written by `poisonwatch generate`")
+    p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser(
+        "plan",
+        help="show pending remediation actions; --sql writes a T-SQL script",
+        epilog="example: poisonwatch plan --queue dbo.ExpenseQueue --sql remediation.sql",
+    )
+    p.add_argument("--queue", default=None, help="only actions on this queue")
+    p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
+    p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
+    p.add_argument(
+        "--broker", action="append", default=None, help="a live broker (see apply --broker)"
+    )
+    p.add_argument("--wide", action="store_true", help="every row, every value whole")
+    p.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="json/csv: every column of every action on stdout",
+    )
+    p.set_defaults(func=_cmd_plan)
+
+    p = sub.add_parser(
+        "apply",
+        help="apply pending actions exactly once (dry run without --yes)",
+        epilog="example: poisonwatch apply --type end_conversation --yes",
+    )
+    p.add_argument("--queue", default=None, help="only actions on this queue")
+    p.add_argument("--type", default=None, help="only this action type")
+    p.add_argument("--limit", type=int, default=None, help="apply at most N actions")
+    p.add_argument("--yes", action="store_true", help="really apply (default: dry run)")
+    p.add_argument(
+        "--broker",
+        action="append",
+        default=None,
+        help="run JMS actions on this live ActiveMQ broker: stomp://HOST:PORT?name=B or a "
+        "name in $POISONWATCH_HOME/brokers.yml (repeat; brokers.yml's are live anyway)",
+    )
+    p.set_defaults(func=_cmd_apply)
+
+    p = sub.add_parser(
+        "replay",
+        help="request dead-lettered JMS messages back to their queue",
+        epilog='example: poisonwatch replay --message-id ID:app01-1 --note "fixed upstream"',
+    )
+    p.add_argument("--message-id", action="append", required=True, help="JMSMessageID (repeat)")
+    p.add_argument("--broker", default=None, help="broker name (default: any)")
+    p.add_argument("--queue", default=None, help="the DLQ (default: whichever holds it)")
+    p.add_argument("--note", default=None, help="why, for the record")
+    p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser(
+        "backtest",
+        help="replay history under candidate policies; recommend one per queue",
+        epilog="example: poisonwatch backtest --candidates my_candidates.csv",
+    )
+    p.add_argument(
+        "--candidates",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="CSV with the columns of seeds/candidate_policies.csv or of "
+        "seeds/candidate_consumer_policies.csv, instead of that seed (until the next build); "
+        "at most one of each",
+    )
+    p.add_argument(
+        "--labels",
+        metavar="FILE",
+        help="also check against a generator's labels.jsonl (exit 1 on a disagreement)",
+    )
+    p.set_defaults(func=_cmd_backtest)
+
+    p = sub.add_parser(
         "check",
         help="great-expectations suites over raw tables and marts",
         epilog="example: poisonwatch check --suite marts -v",
@@ -387,37 +509,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
 
     p = sub.add_parser(
-        "demo",
-        help="generate → ingest → dbt build → apply → dbt build → report, one screen",
-        epilog="example: poisonwatch demo --attempts 3000 --report /tmp/report.html",
+        "store",
+        help="repair the embedded store (metastore + warehouse folder)",
+        epilog="example: poisonwatch store rebuild   (after a lost metastore_db)",
     )
-    p.add_argument("--landing", default=None, help="landing folder (default: under the store)")
-    p.add_argument("--seed", type=int, default=42, help="generator seed (default 42)")
-    p.add_argument(
-        "--attempts", type=_positive_int, default=20_000, help="workload size (default 20000)"
-    )
-    p.add_argument(
-        "--report",
-        default=None,
-        metavar="FILE",
-        help="where to write the report (default: poisonwatch-report.html in the store)",
-    )
-    p.add_argument(
-        "--alert-scenario",
-        action="append",
-        default=[],
-        metavar="KIND",
-        help="passed to generate: raise this alert kind after the regular traffic (or all)",
-    )
-    p.set_defaults(func=_cmd_demo)
-
-    p = sub.add_parser(
-        "verify",
-        help="compare the marts with a generator's labels.jsonl",
-        epilog="example: poisonwatch verify landing/labels.jsonl",
-    )
-    p.add_argument("labels", help="labels.jsonl written by `poisonwatch generate`")
-    p.set_defaults(func=_cmd_verify)
+    p.add_argument("action", choices=("rebuild",), help="rebuild: fresh store from raw + ops")
+    p.add_argument("--no-build", action="store_true", help="skip the dbt build afterwards")
+    p.set_defaults(func=_cmd_store)
 
     p = sub.add_parser(
         "cluster",
@@ -428,104 +526,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="number of workers (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="start-up timeout in seconds")
     p.set_defaults(func=_cmd_cluster)
-
-    p = sub.add_parser(
-        "plan",
-        help="show pending remediation actions; --sql writes a T-SQL script",
-        epilog="example: poisonwatch plan --queue dbo.ExpenseQueue --sql remediation.sql",
-    )
-    p.add_argument("--queue", default=None, help="only actions on this queue")
-    p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
-    p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
-    p.add_argument(
-        "--broker", action="append", default=None, help="a live broker (see apply --broker)"
-    )
-    p.add_argument("--wide", action="store_true", help="every row, every value whole")
-    p.add_argument(
-        "--format",
-        choices=("table", "json", "csv"),
-        default="table",
-        help="json/csv: every column of every action on stdout",
-    )
-    p.set_defaults(func=_cmd_plan)
-
-    p = sub.add_parser(
-        "collect",
-        help="browse a live ActiveMQ broker's queues and DLQs into landing files",
-        epilog="example: poisonwatch collect --broker stomp://127.0.0.1:61613 --ingest",
-    )
-    p.add_argument(
-        "--broker", required=True, help="stomp://HOST:PORT[?name=B] or a name in brokers.yml"
-    )
-    p.add_argument(
-        "--queues",
-        default=None,
-        help="comma-separated queue names or patterns (orders.*); default: every queue. "
-        "Dead-letter queues are always included",
-    )
-    p.add_argument(
-        "--out", default=None, help="landing folder (default: $POISONWATCH_HOME/landing)"
-    )
-    p.add_argument("--every", type=float, default=None, metavar="SECONDS", help="repeat period")
-    p.add_argument("--count", type=int, default=1, help="number of snapshots (with --every)")
-    p.add_argument("--ingest", action="store_true", help="ingest the landing folder afterwards")
-    p.set_defaults(func=_cmd_collect)
-
-    p = sub.add_parser(
-        "apply",
-        help="apply pending actions exactly once (dry run without --yes)",
-        epilog="example: poisonwatch apply --type end_conversation --yes",
-    )
-    p.add_argument("--queue", default=None, help="only actions on this queue")
-    p.add_argument("--type", default=None, help="only this action type")
-    p.add_argument("--limit", type=int, default=None, help="apply at most N actions")
-    p.add_argument("--yes", action="store_true", help="really apply (default: dry run)")
-    p.add_argument(
-        "--broker",
-        action="append",
-        default=None,
-        help="run JMS actions on this live ActiveMQ broker: stomp://HOST:PORT?name=B or a "
-        "name in $POISONWATCH_HOME/brokers.yml (repeat; brokers.yml's are live anyway)",
-    )
-    p.set_defaults(func=_cmd_apply)
-
-    p = sub.add_parser(
-        "replay",
-        help="request dead-lettered JMS messages back to their queue",
-        epilog='example: poisonwatch replay --message-id ID:app01-1 --note "fixed upstream"',
-    )
-    p.add_argument("--message-id", action="append", required=True, help="JMSMessageID (repeat)")
-    p.add_argument("--broker", default=None, help="broker name (default: any)")
-    p.add_argument("--queue", default=None, help="the DLQ (default: whichever holds it)")
-    p.add_argument("--note", default=None, help="why, for the record")
-    p.set_defaults(func=_cmd_replay)
-
-    p = sub.add_parser(
-        "store",
-        help="repair the embedded store (metastore + warehouse folder)",
-        epilog="example: poisonwatch store rebuild   (after a lost metastore_db)",
-    )
-    p.add_argument("action", choices=("rebuild",), help="rebuild: fresh store from raw + ops")
-    p.add_argument("--no-build", action="store_true", help="skip the dbt build afterwards")
-    p.set_defaults(func=_cmd_store)
-
-    p = sub.add_parser(
-        "report",
-        help="write one self-contained HTML page with plots of what the marts say",
-        description="Write one self-contained HTML page (no scripts, no network requests) with "
-        "plots of failures, poison, dead letters, queue health, breakers and remediation.",
-        epilog="example: poisonwatch report --out report.html --since 1d",
-    )
-    p.add_argument(
-        "--out", default=None, metavar="FILE", help="default: poisonwatch-report.html here"
-    )
-    p.add_argument(
-        "--since",
-        default=None,
-        metavar="DURATION",
-        help="only the last DURATION before the newest attempt (e.g. 90m, 6h, 2d, 1w)",
-    )
-    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser(
         "bench",
