@@ -14,10 +14,13 @@ import re
 
 from rich.markup import escape as _rich_escape
 
-# C0 and C1 control characters (tab kept), DEL, and the Unicode format characters that reorder
-# or hide text: bidi embeddings/overrides/isolates (Trojan Source), zero-width marks.
+# C0 and C1 control characters (tab kept), DEL, and the Unicode characters that reorder, hide or
+# silently alter text: bidi embeddings/overrides/isolates (Trojan Source), zero-width marks, the
+# soft hyphen and Mongolian vowel separator (invisible), variation selectors (change the glyph
+# of the character before them) and tag characters (invisible text smuggled after an emoji).
 _FORMAT_CHARS = (
-    "\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ufff9-\ufffb"
+    "\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069"
+    "\ufe00-\ufe0f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f\U000e0100-\U000e01ef"
 )
 _FORMAT = re.compile(f"[{_FORMAT_CHARS}]")
 _UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f{_FORMAT_CHARS}]")
@@ -41,7 +44,18 @@ _CSV_FORMULA_PREFIXES = (
 
 def _visible(match: re.Match[str]) -> str:
     code = ord(match.group(0))
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    """The character as JSON escapes: a surrogate pair beyond the BMP (JSON has no \\U)."""
+    code = ord(match.group(0))
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def neutralise(text: object, limit: int | None = None, one_line: bool = False) -> str:
@@ -58,7 +72,7 @@ def json_text(text: str) -> str:
     """JSON text (from json.dumps) with bidi / invisible characters written as `\\uXXXX`
     escapes: the same JSON value, but a terminal or editor showing it cannot be reordered.
     (json.dumps already escapes the C0 control characters.)"""
-    return _FORMAT.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    return _FORMAT.sub(_json_escape, text)
 
 
 def terminal(text: object, limit: int | None = None, one_line: bool = True) -> str:

@@ -115,3 +115,29 @@ def test_plan_table_and_ingest_summary_show_names_as_text() -> None:
     assert not any(c in out for c in RAW)
     assert "orders[bold red]\\u202e" in out and "[link=http://evil]x[/link]" in out
     assert "[bold]\\x1b[2J.csv: 2" in out
+
+
+# Invisible or glyph-changing characters: tag characters (text hidden after a flag emoji), the
+# soft hyphen, the Mongolian vowel separator and variation selectors of both blocks.
+INVISIBLE = {
+    "\U000e0041": "\\U000e0041",
+    "\U000e007f": "\\U000e007f",
+    "\xad": "\\xad",
+    "\u180e": "\\u180e",
+    "\ufe0f": "\\ufe0f",
+    "\U000e0100": "\\U000e0100",
+    "\U000e01ef": "\\U000e01ef",
+}
+
+
+def test_tag_characters_soft_hyphen_and_variation_selectors_are_shown() -> None:
+    hidden = "pay" + "".join(INVISIBLE) + "roll"
+    for form in (textsafe.terminal(hidden), textsafe.html(hidden), str(textsafe.csv_cell(hidden))):
+        assert not any(c in form for c in INVISIBLE), form
+        assert all(escape in form for escape in INVISIBLE.values()), form
+    assert textsafe.csv_cell("\xad=1+1") == "\\xad=1+1"  # shown, so not a formula either
+    # JSON keeps the exact value (a surrogate pair beyond the BMP) and shows no raw character.
+    dumped = textsafe.json_text(json.dumps({"v": hidden}, ensure_ascii=False))
+    assert not any(c in dumped for c in INVISIBLE)
+    assert json.loads(dumped)["v"] == hidden
+    assert "\\udb40\\udc41" in dumped
