@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -118,3 +119,123 @@ def test_since_durations() -> None:
     for bad in ("", "soon", "5", "2w"):
         with pytest.raises(PoisonwatchError, match="--since"):
             parse_duration(bad)
+
+
+class _Tricky(BaseHTTPRequestHandler):
+    """Redirects (`/moved/<code>` → `/landed`), an answer dripped a byte at a time (`/drip`),
+    and a hook that accepts (`/ok/...`) or refuses (`/down/...`) the POST."""
+
+    protocol_version = "HTTP/1.1"
+    seen: ClassVar[list[tuple[str, str, str]]] = []
+
+    def _record(self) -> None:
+        _Tricky.seen.append((self.command, self.path, self.headers.get("Authorization", "")))
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+
+    def do_GET(self) -> None:
+        self._record()
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self) -> None:
+        self._record()
+        if self.path.startswith("/moved/"):
+            self.send_response(int(self.path.rsplit("/", 1)[1]))
+            self.send_header("Location", "/landed?token=LOCSECRET")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif self.path == "/drip":
+            # Each byte well within any per-read timeout; the whole answer never completes.
+            end = time.monotonic() + 20
+            try:
+                for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"x" * 1000:
+                    if time.monotonic() > end:
+                        break
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:
+                pass  # the client gave up: what it should do
+            self.close_connection = True
+        else:
+            self.send_response(204 if self.path.startswith("/ok/") else 503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def tricky() -> Iterator[str]:
+    _Tricky.seen = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Tricky)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirect_is_not_followed_nor_counted_delivered(
+    tricky: str, tmp_path: Path, code: int
+) -> None:
+    ledger = tmp_path / "posted.jsonl"
+    posted, errors = post_new_alerts([_alert("d1")], f"http://{tricky}/moved/{code}", ledger)
+    assert posted == []
+    assert len(errors) == 1 and f"HTTP {code}" in errors[0] and "not followed" in errors[0]
+    assert "LOCSECRET" not in errors[0]
+    assert [(m, p) for m, p, _ in _Tricky.seen] == [("POST", f"/moved/{code}")]
+    assert not ledger.exists() or "d1" not in ledger.read_text()
+
+
+def test_one_deadline_bounds_a_slowly_answered_post(tricky: str, tmp_path: Path) -> None:
+    start = time.monotonic()
+    posted, errors = post_new_alerts(
+        [_alert("e1")], f"http://{tricky}/drip", tmp_path / "posted.jsonl", timeout=1.5
+    )
+    elapsed = time.monotonic() - start
+    assert posted == [] and len(errors) == 1 and "within 1.5 s" in errors[0], errors
+    assert elapsed < 4, f"the post took {elapsed:.1f} s against a 1.5 s deadline"
+
+
+def test_the_urls_secret_parts_are_never_stored_or_shown(tricky: str, tmp_path: Path) -> None:
+    ledger = tmp_path / "alerts" / "posted.jsonl"
+    secret = "https://hooks.example.com/services/T1/B2/PATHSECRET"
+    # A ledger of an earlier version holds a full URL, readable by everyone: it is rewritten.
+    ledger.parent.mkdir()
+    ledger.write_text(json.dumps({"alert_id": "old", "url": secret + "?q=QSECRET"}) + "\n")
+    ledger.chmod(0o644)
+    base = f"http://alice:PWSECRET@{tricky}"
+    query = "?token=QSECRET#FRAGSECRET"
+    refused, errors = post_new_alerts([_alert("f1")], f"{base}/down/PATHSECRET{query}", ledger)
+    assert refused == [] and len(errors) == 1 and "HTTP 503" in errors[0]
+    posted, more = post_new_alerts([_alert("f1")], f"{base}/ok/PATHSECRET{query}", ledger)
+    assert (posted, more) == (["f1"], [])
+    # The userinfo went to the server as Basic credentials, not into the host name.
+    assert _Tricky.seen[-1][:2] == ("POST", "/ok/PATHSECRET?token=QSECRET")
+    assert _Tricky.seen[-1][2] == "Basic YWxpY2U6UFdTRUNSRVQ="
+    text = ledger.read_text()
+    for leaked in ("PWSECRET", "alice", "PATHSECRET", "QSECRET", "FRAGSECRET", "services"):
+        assert leaked not in text and leaked not in errors[0], leaked
+    assert [json.loads(line)["url"] for line in text.splitlines()] == [
+        "https://hooks.example.com/…?…",
+        f"http://…@{tricky}/…?…#…",
+    ]
+    assert errors[0].startswith(f"f1: http://…@{tricky}/…?…#…: ")
+    assert ledger.stat().st_mode & 0o777 == 0o600
+    fresh = tmp_path / "new" / "posted.jsonl"
+    post_new_alerts([_alert("g1")], f"http://{tricky}/ok/x", fresh)
+    assert fresh.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(PoisonwatchError) as refused_scheme:
+        post_new_alerts([_alert("h1")], "ftp://bob:PWSECRET@host/PATHSECRET", fresh)
+    assert "PWSECRET" not in str(refused_scheme.value)
+    assert "PATHSECRET" not in str(refused_scheme.value)

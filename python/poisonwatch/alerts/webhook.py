@@ -4,60 +4,253 @@ An alert's id is the hash of its kind, subject and first_seen_at (models/marts/a
 alert that resolves and fires again has a new id. The ids already posted are kept in a ledger
 (one JSON object per line, appended after the server accepted the post) under the store, so a
 second run posts nothing new and a crash between two posts re-posts at most the one in flight.
+
+A webhook URL is a credential (Slack, Teams and Discord put their token in the path; others put
+one in the query or the userinfo), so only its redacted form (`redact`: scheme, host and port)
+is ever stored or printed, and the ledger is readable by its owner only. A post is delivered only
+on a 2xx answer to the POST itself: a redirect is never followed (a 301/302/303 would turn the
+POST into a GET that "succeeds"; a 307/308 would send the alert to wherever the server says), and
+one deadline bounds the whole post, however slowly the server answers.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import http.client
 import json
+import os
+import socket
+import threading
+import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 from poisonwatch.config import PoisonwatchError
 
+# What is read of an answer's body: enough to drain a small reply, never a server's whole stream.
+_BODY_LIMIT = 64 * 1024
+
+
+def redact(url: str) -> str:
+    """The URL without its secret parts: userinfo, path, query and fragment are each replaced by
+    `…`, so `https://u:p@hooks.example.com:8443/services/T1/B2/tok?x=1` becomes
+    `https://…@hooks.example.com:8443/…?…`."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "(an unreadable URL)"
+    if ":" in host:
+        host = f"[{host}]"
+    out = f"{parts.scheme}://" if parts.scheme else ""
+    if "@" in parts.netloc:
+        out += "…@"
+    out += host + (f":{port}" if port is not None else "")
+    if parts.path not in ("", "/"):
+        out += "/…"
+    if parts.query:
+        out += "?…"
+    if parts.fragment:
+        out += "#…"
+    return out
+
+
+class _Deadline:
+    """Shuts down every socket of one post when its deadline passes, so no slow answer (a byte
+    every few seconds) can hold a post longer than the deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+        self.expired = False
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def left(self) -> float:
+        return max(self.end - time.monotonic(), 0.001)
+
+    def watch(self, sock: socket.socket | None) -> None:
+        if sock is None:
+            return
+        with self._lock:
+            self._sockets.append(sock)
+            expired = self.expired
+        if expired:
+            self._shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
+class _RedirectRefusedError(Exception):
+    """The server answered with a redirect, which is not followed."""
+
+    def __init__(self, code: int, location: str) -> None:
+        super().__init__(code, location)
+        self.code = code
+        self.location = location
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(
+        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> None:
+        fp.close()
+        raise _RedirectRefusedError(code, newurl)
+
+
+class _HTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def http_open(self, req: Any) -> Any:
+        deadline = self.deadline
+
+        class Connection(http.client.HTTPConnection):
+            def connect(self) -> None:
+                super().connect()
+                deadline.watch(self.sock)
+
+        return self.do_open(Connection, req)
+
+
+class _HTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, deadline: _Deadline) -> None:
+        super().__init__()
+        self.deadline = deadline
+
+    def https_open(self, req: Any) -> Any:
+        deadline = self.deadline
+
+        class Connection(http.client.HTTPSConnection):
+            def connect(self) -> None:
+                super().connect()
+                deadline.watch(self.sock)
+
+        return self.do_open(Connection, req, context=self._context)
+
+
+def _post(url: str, body: bytes, timeout: float) -> str | None:
+    """POST `body` to `url`; None when delivered (a 2xx), else why not (no secret in it)."""
+    parts = urllib.parse.urlsplit(url)
+    headers = {"Content-Type": "application/json"}
+    if parts.username is not None or parts.password is not None:
+        # urllib cannot send userinfo itself: it becomes a Basic authorisation header.
+        user = urllib.parse.unquote(parts.username or "")
+        password = urllib.parse.unquote(parts.password or "")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+        headers["Authorization"] = f"Basic {token}"
+        netloc = parts.netloc.rsplit("@", 1)[1]
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    with _Deadline(timeout) as deadline:
+        opener = urllib.request.build_opener(
+            _NoRedirect, _HTTPHandler(deadline), _HTTPSHandler(deadline)
+        )
+        try:
+            with opener.open(request, timeout=deadline.left()) as response:
+                status = response.status
+                response.read(_BODY_LIMIT)
+        except _RedirectRefusedError as exc:
+            return (
+                f"HTTP {exc.code}: a redirect to {redact(exc.location)}, not followed; set "
+                "--webhook to the URL that accepts the POST itself"
+            )
+        except urllib.error.HTTPError as exc:
+            return f"HTTP {exc.code}"
+        except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+            if deadline.expired:
+                return f"no complete answer within {timeout:g} s"
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            return f"{type(reason).__name__}: {reason}".replace(url, redact(url))
+    if deadline.expired:
+        return f"no complete answer within {timeout:g} s"
+    if not 200 <= status < 300:
+        return f"HTTP {status}"
+    return None
+
+
+def _open_ledger(ledger: Path) -> Any:
+    """The ledger for appending, created readable and writable by its owner only."""
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    if os.fstat(fd).st_mode & 0o077:
+        os.fchmod(fd, 0o600)
+    return os.fdopen(fd, "a", encoding="utf-8")
+
 
 def _posted(ledger: Path) -> set[str]:
+    """Ids already posted. A ledger written before URLs were redacted is rewritten redacted."""
     if not ledger.exists():
         return set()
     ids = set()
+    entries = []
+    stale = bool(ledger.stat().st_mode & 0o077)
     for line in ledger.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                ids.add(json.loads(line)["alert_id"])
-            except (ValueError, KeyError):
-                continue  # a line torn by a crash: that alert is posted again
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            ids.add(entry["alert_id"])
+        except (ValueError, KeyError, TypeError):
+            continue  # a line torn by a crash: that alert is posted again
+        if isinstance(entry.get("url"), str) and redact(entry["url"]) != entry["url"]:
+            entry["url"] = redact(entry["url"])
+            stale = True
+        entries.append(entry)
+    if stale:
+        tmp = ledger.with_name(ledger.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        with _open_ledger(tmp) as fh:
+            fh.writelines(json.dumps(e) + "\n" for e in entries)
+        tmp.replace(ledger)
     return ids
 
 
 def post_new_alerts(
     alerts: list[dict[str, Any]], url: str, ledger: Path, timeout: float = 10.0
 ) -> tuple[list[str], list[str]]:
-    """POST every open alert not in the ledger; returns (posted ids, error messages)."""
+    """POST every open alert not in the ledger; returns (posted ids, error messages). Each post
+    ends within `timeout` seconds, answered or not."""
     if not url.startswith(("http://", "https://")):
-        raise PoisonwatchError(f"--webhook must be an http:// or https:// URL, got {url!r}")
+        raise PoisonwatchError(f"--webhook must be an http:// or https:// URL, got {redact(url)}")
+    shown = redact(url)
     done = _posted(ledger)
     posted: list[str] = []
     errors: list[str] = []
-    ledger.parent.mkdir(parents=True, exist_ok=True)
     for alert in alerts:
         if alert["status"] != "open" or alert["alert_id"] in done:
             continue
         body = json.dumps(alert, default=str, sort_keys=True).encode("utf-8")
-        request = urllib.request.Request(
-            url, data=body, method="POST", headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                status = response.status
-        except (urllib.error.URLError, OSError) as exc:
-            errors.append(f"{alert['alert_id']}: {exc}")
+        problem = _post(url, body, timeout)
+        if problem is not None:
+            errors.append(f"{alert['alert_id']}: {shown}: {problem}")
             continue
-        if not 200 <= status < 300:
-            errors.append(f"{alert['alert_id']}: HTTP {status}")
-            continue
-        with ledger.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"alert_id": alert["alert_id"], "url": url}) + "\n")
+        with _open_ledger(ledger) as fh:
+            fh.write(json.dumps({"alert_id": alert["alert_id"], "url": shown}) + "\n")
         done.add(alert["alert_id"])
         posted.append(alert["alert_id"])
     return posted, errors
