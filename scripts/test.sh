@@ -17,19 +17,17 @@ mkdir -p "$WORK"
 export POISONWATCH_HOME="$WORK/store"
 export TMPDIR="$WORK/tmp"
 mkdir -p "$TMPDIR"
-# Spark without code generation (profiles.yml): on the tests' small inputs compiling each
-# query costs more than it saves (the tiny bench: 192 -> 143 CPU-s, 111 -> 85 s; `poisonwatch
-# check` on the demo's store: 77 -> 64 user CPU-s). Only the demo, the main job, runs the
-# production settings.
-export POISONWATCH_SPARK_CODEGEN=off
-# The JVMs here are short-lived (a few seconds to two minutes, on small inputs), and most of their
-# CPU went to the JIT compiler: the tiny bench's one JVM compiled 66,000 methods in 112 CPU-s of its
-# 157. So compile only what runs ten times as often as the defaults ask (CompileThresholdScaling),
-# with the quick compiler alone (TieredStopAtLevel=1), and collect garbage in the driver's own
-# thread (SerialGC). Alone, the bench at 3,000 attempts used 114 user CPU-s in 94 s, against
-# 150-168 in 89-99 s; test_store.py 48 in 49 s against 84 in 52 s. On two cores shared by two
-# pytest processes, the CPU is what counts. The demo, the main job, keeps the JVM's defaults.
-export POISONWATCH_DRIVER_JAVA_OPTIONS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10"
+# Test-only Spark settings go in Spark's own configuration folder, which every driver the suite
+# starts reads, so that profiles.yml stays what a user runs: on the tests' small inputs compiling
+# costs more than it saves, so Spark interprets its plans and the short-lived JVMs compile little
+# and collect garbage in one thread (the demo, the main job, runs without this folder).
+export SPARK_CONF_DIR="$WORK/spark-conf"
+mkdir -p "$SPARK_CONF_DIR"
+cat >"$SPARK_CONF_DIR/spark-defaults.conf" <<'CONF'
+spark.sql.codegen.wholeStage false
+spark.sql.codegen.factoryMode NO_CODEGEN
+spark.driver.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10
+CONF
 SEED="${POISONWATCH_TEST_SEED:-11}"
 ATTEMPTS="${POISONWATCH_TEST_ATTEMPTS:-20000}"
 
@@ -62,25 +60,14 @@ expect_exit() {
 
 step ruff ruff check python
 step ruff-format ruff format --check python
-# Two worker processes: the dbt templater renders every file in the main process and the workers
-# parse and lint what it rendered (63 s with one process, 38 s with two, same findings;
-# sqlfluff#7666 explains why it is not 2x).
+# Two worker processes parse and lint what the dbt templater rendered in the main process.
 step sqlfluff sqlfluff lint models analyses --processes 2
 
-# Then two lanes side by side, each in a store of its own:
-#   lane 1: pytest without the broker tests (Spark tests, one at a time);
-#   lane 2: the broker tests (they mostly wait on a real broker), the tiny bench and the broken-
-#           store tests, then the demo and every step on the demo's store.
-# In CI43, with only the broker tests in lane 2, it ended 260 s before lane 1; the tiny bench
-# (about 150 s there) moved over to even them out. On 26b9b05 (2026-11-28 20:22, a run that
-# shared the machine) lane 2 still ended about 385 s before lane 1 (2,710 s): test_store.py
-# (about 175 s of lane 1 there; a store and Spark JVMs of its own) moved over too.
-# With the JIT options above, one Spark test at a time keeps the two cores only 55-62 % busy
-# (sampled every 5 s in CI42, once the broker tests had ended), so the second lane has a core to
-# use. (It did not pay with the JVM's default JIT, which kept them 88 % busy: CI30, a3b1ae8.)
-# Lane 2's output is printed after lane 1's. (pytest-xdist over the whole suite gained only 10 %:
-# two CPU-bound Spark tests at once each take twice as long.)
-# --durations: the slowest tests, so a CI log says where the minutes went.
+# Then two lanes side by side, each in a store of its own, so both cores stay busy:
+#   lane 1: pytest without the tests listed in BESIDE (Spark tests, one at a time);
+#   lane 2: the broker tests (they mostly wait on a real broker), the tiny bench and the store
+#           tests, then the demo and every step on the demo's store.
+# Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 BESIDE=(
     python/tests/test_broker_e2e.py python/tests/test_broker.py python/tests/test_bench.py
     python/tests/test_store.py
@@ -107,17 +94,16 @@ demo_and_its_store() {
     # screen is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary
     # of at most 40 lines), with the production Spark and JVM settings. Then the report it wrote
     # is opened in headless Chromium, offline.
-    # The workload includes the alert scenarios (after its regular traffic; issue 18).
-    step demo env POISONWATCH_SPARK_CODEGEN=on POISONWATCH_DRIVER_JAVA_OPTIONS= \
+    # The workload includes the alert scenarios after its regular traffic.
+    step demo env -u SPARK_CONF_DIR \
         python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
         poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
         --alert-scenario all --report "$WORK/report.html"
     step report-browser python python/tests/browser.py "$WORK/report.html" \
         --screenshot "$WORK/report.png"
     # The incremental models render their `is_incremental()` branch now that their tables
-    # exist: lint them again so both renderings are held to the same style (issue 16). Only
-    # they render differently, so only they are linted again (the whole folder took 89-115 s,
-    # 45 files).
+    # exist: lint them again so both renderings are held to the same style (only they render
+    # differently, so only they are linted again).
     local incremental_sql
     mapfile -t incremental_sql < <(grep -rl --include='*.sql' 'is_incremental()' models | sort)
     step sqlfluff-built sqlfluff lint "${incremental_sql[@]}" --processes 2
@@ -125,10 +111,10 @@ demo_and_its_store() {
         --target-path "$WORK/dbt-docs"
     step verify poisonwatch verify "$WORK/landing/labels.jsonl"
     step check poisonwatch check
-    # Issue 18 on the demo's store (its workload has the alert scenarios; the demo applied the
-    # remediation): the backtest prints a recommendation per queue and agrees with the labels;
-    # the alerts are raised (exit 2: critical); after a later snapshot (the follow-up) the spike
-    # and the stalled queues have resolved (exit 0 for those kinds).
+    # The backtest and the alerts on the demo's store (its workload has the alert scenarios; the
+    # demo applied the remediation): the backtest prints a recommendation per queue and agrees
+    # with the labels; the alerts are raised (exit 2: critical); after a later snapshot (the
+    # follow-up) the spike and the stalled queues have resolved (exit 0 for those kinds).
     step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
     step alerts-raised expect_exit 2 poisonwatch alerts
     step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" \

@@ -224,12 +224,32 @@ def test_every_ingest_reruns_only_the_ledger_staging_models(tmp_path: Path) -> N
     assert names == ["stg_ingest__ingested_files", "stg_ingest__rejects"], names
 
 
+def _spark_conf_dir_with_java_options(folder: Path, options: str) -> Path:
+    """A Spark configuration folder: the caller's ($SPARK_CONF_DIR, e.g. scripts/test.sh's)
+    settings, with `options` added to its spark.driver.defaultJavaOptions."""
+    lines: list[str] = []
+    java_options = [options]
+    caller = os.environ.get("SPARK_CONF_DIR")
+    defaults = Path(caller) / "spark-defaults.conf" if caller else None
+    if defaults is not None and defaults.is_file():
+        for line in defaults.read_text().splitlines():
+            key, *value = line.split(None, 1) or [""]
+            if key == "spark.driver.defaultJavaOptions":
+                java_options[:0] = value
+            else:
+                lines.append(line)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines.append(f"spark.driver.defaultJavaOptions {' '.join(java_options)}")
+    (folder / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+    return folder
+
+
 @pytest.mark.slow
 def test_build_ingest_lands_and_builds_in_one_driver(tmp_path: Path) -> None:
     """`poisonwatch build --ingest LANDING`: the landing is ingested and the production build
-    runs in the same driver (the JIT's warm-up and a driver start paid once; README, "The
-    benchmark"). Real Spark and dbt on a tiny workload; then the same command again finds the
-    files already ingested and skips the build."""
+    runs in the same driver (the JIT's warm-up and a driver start paid once). Real Spark and
+    dbt on a tiny workload; then the same command again finds the files already ingested and
+    skips the build."""
     from poisonwatch.generate import generate
 
     landing = tmp_path / "landing"
@@ -237,20 +257,14 @@ def test_build_ingest_lands_and_builds_in_one_driver(tmp_path: Path) -> None:
     # Every driver JVM writes a log file named by its pid: one file is one driver.
     jvm_logs = tmp_path / "jvm-logs"
     jvm_logs.mkdir()
-    java_options = " ".join(
-        filter(
-            None,
-            [
-                os.environ.get("POISONWATCH_DRIVER_JAVA_OPTIONS"),
-                f"-Xlog:gc:file={jvm_logs}/jvm-%p.log",
-            ],
-        )
+    conf_dir = _spark_conf_dir_with_java_options(
+        tmp_path / "spark-conf", f"-Xlog:gc:file={jvm_logs}/jvm-%p.log"
     )
     env = {
         **os.environ,
         "POISONWATCH_HOME": str(tmp_path / "home"),
         "POISONWATCH_TARGET": "local",
-        "POISONWATCH_DRIVER_JAVA_OPTIONS": java_options,
+        "SPARK_CONF_DIR": str(conf_dir),
     }
     cmd = [shutil.which("poisonwatch") or "poisonwatch", "build", "--ingest", str(landing)]
 

@@ -104,25 +104,15 @@ def test_profile_renders_store_paths(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert cluster["method"] == "thrift" and cluster["host"]
 
 
-def test_codegen_is_spark_default_unless_turned_off(
+def test_profile_leaves_code_generation_and_the_jvm_to_spark(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """scripts/test.sh turns code generation off for pytest (small inputs: compiling costs more
-    than it saves); everything else, and any other value, keeps Spark's defaults."""
+    """The profile a user runs keeps Spark's code generation and the JVM's own defaults; test-only
+    tuning comes from a Spark configuration folder (scripts/test.sh's $SPARK_CONF_DIR)."""
     monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "h"))
-    keys = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
-    for value, want in (
-        (None, ("true", "FALLBACK")),
-        ("on", ("true", "FALLBACK")),
-        ("yes", ("true", "FALLBACK")),
-        ("off", ("false", "NO_CODEGEN")),
-    ):
-        if value is None:
-            monkeypatch.delenv("POISONWATCH_SPARK_CODEGEN", raising=False)
-        else:
-            monkeypatch.setenv("POISONWATCH_SPARK_CODEGEN", value)
-        conf = config.spark_conf("local")
-        assert tuple(conf[k] for k in keys) == want, value
+    conf = config.spark_conf("local")
+    assert not [k for k in conf if k.startswith("spark.sql.codegen.")], conf
+    assert "-XX:" not in conf["spark.driver.extraJavaOptions"], conf
 
 
 def test_partition_listing_on_the_driver_locally_not_on_the_cluster(
@@ -221,29 +211,31 @@ def test_setup_wrote_a_class_archive_that_maps_and_a_cut_one_is_refused(tmp_path
 
 
 def test_commands_start_spark_with_the_archive_and_the_options(tmp_path: Path) -> None:
-    """One driver JVM (a start costs about 8 s) answers for three things: it maps the class
-    archive, the profile's own options reach it with POISONWATCH_DRIVER_JAVA_OPTIONS (scripts/
-    test.sh's JIT and GC options) appended, and a store folder with a space survives Spark's
-    splitting of the options (the profile quotes it)."""
+    """One driver JVM (each start is costly) answers for three things: it maps the class archive,
+    a Spark configuration folder ($SPARK_CONF_DIR, as scripts/test.sh writes one) reaches it
+    with its settings and its spark.driver.defaultJavaOptions beside the profile's own options,
+    and a store folder with a space survives Spark's splitting of the options (the profile
+    quotes it)."""
     archive = config.class_archive_path(config.check_java())
-    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "a store"))
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text(
+        "spark.sql.codegen.wholeStage false\n"
+        "spark.driver.defaultJavaOptions -Dpoisonwatch.probe=on -XX:+UseSerialGC\n"
+    )
+    env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "a store"), SPARK_CONF_DIR=str(conf_dir))
     env.pop(config.CLASS_ARCHIVE_ENV, None)
-    env["POISONWATCH_DRIVER_JAVA_OPTIONS"] = "-Dpoisonwatch.probe=on -XX:+UseSerialGC"
     prop = "java_method('java.lang.System', 'getProperty', '{}')"
     (row,) = _sql_json(
         env,
         f"select {prop.format('poisonwatch.probe')} as probe, "
         f"{prop.format('derby.system.home')} as derby_home, "
+        f"{prop.format('spark.sql.codegen.wholeStage')} as whole_stage, "
         f"{prop.format('spark.driver.extraJavaOptions')} as options",
     )
     options = row.pop("options")
     assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in options
-    assert row == {"probe": "on", "derby_home": env["POISONWATCH_HOME"]}
-    # The profile's JIT thresholds reach the JVM, and the variable's options come after them,
-    # so that an option given there overrides the profile's.
-    jit = "-XX:Tier4InvocationThreshold=50000"
-    assert jit in options, options
-    assert options.index(jit) < options.index("-Dpoisonwatch.probe=on"), options
+    assert row == {"probe": "on", "derby_home": env["POISONWATCH_HOME"], "whole_stage": "false"}
 
 
 def test_only_earlier_per_venv_archives_are_removed(
