@@ -62,5 +62,5 @@ final as (
 )
 
 {# rebalance: each partition written by one task (AQE splits a big one), not a file from
-    every task: fewer files to write and read (README, "Open and run partitions"). #}
+    every task: fewer files to write and read. #}
 select /*+ rebalance(message_partition) */ * from final

@@ -16,9 +16,8 @@
 {#-
     Incremental like int_message_failures_accumulated: a run rebuilds only the partitions of
     int_receive_attempts_sequenced rewritten since its last run. As one row per consumer it
-    aggregated every JMS attempt of history on each run (7.2 s warm at 10M attempts, for a
-    handful of rows), since Spark cannot overwrite an unpartitioned Parquet table it reads in
-    the same statement.
+    would aggregate every JMS attempt of history on each run for a handful of rows, since Spark
+    cannot overwrite an unpartitioned Parquet table it reads in the same statement.
 #}
 
 with attempts as (

@@ -23,9 +23,7 @@
     Read only by policy_backtest, a question asked on demand: tagged like it, so that the
     production build after each ingest leaves it out (selectors.yml) and `poisonwatch
     backtest` builds it. Its watermark (record_resequenced_watermark) is its own, so that
-    build takes every partition sequenced since it last ran, however many ingests ago. In
-    the production build it cost 23.3 s of the 10M full build (bench, eaf4f21) and 3.4 s
-    of a 1M +1 % build, plus its three tests, for a table nothing else there reads.
+    build takes every partition sequenced since it last ran, however many ingests ago.
 #}
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
@@ -118,5 +116,5 @@ final as (
 )
 
 {# rebalance: each partition written by one task (AQE splits a big one), not a file from
-    every task: fewer files to write and read (README, "Open and run partitions"). #}
+    every task: fewer files to write and read. #}
 select /*+ rebalance(message_partition) */ * from final

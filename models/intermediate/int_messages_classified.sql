@@ -147,7 +147,7 @@ verdicts as (
 {# The ladder is written once (macros/policy/poison_reason.sql, shared with the backtest),
    as the reason; the classification follows from it. #}
 {# rebalance: each partition written by one task (AQE splits a big one), not a file from
-    every task: fewer files to write and read (README, "Open and run partitions"). #}
+    every task: fewer files to write and read. #}
 select /*+ rebalance(message_partition) */
     verdicts.*,
     {{ poison_classification('verdicts.reason') }} as classification,

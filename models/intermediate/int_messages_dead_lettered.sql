@@ -4,9 +4,8 @@
 -- dead-lettered?".
 
 {#-
-    A table like the rest of intermediate: as a view, each of its two key tests joined the
-    snapshots and the ledger again (the unique test 5.4-6.4 s on a 100k store), and
-    poison_messages a third time.
+    A table like the rest of intermediate: as a view, each of its two key tests and
+    poison_messages would join the snapshots and the ledger again.
 #}
 
 with apply_dead_lettered as (

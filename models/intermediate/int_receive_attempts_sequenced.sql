@@ -40,12 +40,9 @@
     so a run rewrites them and not every message of their hour that was done long ago, and
     adding new messages to an hour (the newest one, or an old one in a late file) rewrites
     nothing an earlier hour's run wrote.
-    At 1M attempts (bench, +1 %) the build rewrote 825,089 attempts by hours, 479,640 with
-    open partitions, 389,203 with run partitions too, for 10,779 in touched messages.
     Bucketed by message_key (var message_buckets): the models that group or window attempts
     per message (classified, redelivery schedule, failures accumulated, ordering) read them
-    already distributed by message, with no shuffle. At 10M attempts, models only: 378 s ->
-    346 s; int_messages_classified 71 -> 39 s, int_jms__redelivery_schedule 52 -> 15 s.
+    already distributed by message, with no shuffle.
     How many buckets is chosen when the table is created (full refresh): one per
     var message_bucket_attempts attempts landed, at most var message_buckets
     (message_bucket_count), because every bucket is one more file in every partition and a

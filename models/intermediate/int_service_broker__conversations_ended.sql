@@ -18,9 +18,9 @@
     int_receive_attempts_sequenced rewritten since its last run, from their attempts alone. A
     conversation's messages can live in several partitions (each message in the one of its
     first attempt), so it can have a row in each; their earliest is the conversation's end.
-    As one row per conversation the table was rebuilt from every attempt of history on each
-    run (9.4 s warm at 10M attempts, for 894k conversations), since Spark cannot overwrite an
-    unpartitioned Parquet table it reads in the same statement. apply's ends are not here:
+    As one row per conversation the table would be rebuilt from every attempt of history on
+    each run, since Spark cannot overwrite an unpartitioned Parquet table it reads in the same
+    statement. apply's ends are not here:
     they change with the ledger, not with the attempts' partitions.
 #}
 

@@ -129,11 +129,10 @@ message_conversations_ended as (
 {#
     Aggregate before you join: what happened to each message (conversation ended,
     dead-lettered, discarded, parked, ordering, next redelivery) as one narrow row per message
-    key, so the wide message rows are shuffled once, for one join, instead of once per join
-    (the query 11.3 s warm against 12.6 s on a 10M store, same rows). Every source but the
-    ledgers and the conversation ends holds at most one row per message key (their key
-    tests), so max() takes that row's value; min() keeps apply's first discard or park and a
-    conversation's earliest end.
+    key, so the wide message rows are shuffled once, for one join, instead of once per join.
+    Every source but the ledgers and the conversation ends holds at most one row per message
+    key (their key tests), so max() takes that row's value; min() keeps apply's first discard
+    or park and a conversation's earliest end.
 #}
 message_effects as (
     select

@@ -8,10 +8,8 @@
     The rollback run as of a snapshot is that of the queue's last attempt at or before it, and
     the longest run the greatest up to it. Whole hours before the snapshot's hour count as one
     row each (int_service_broker__queue_hours_summarized, kept per hour as the runs are
-    rewritten); only the snapshot's own hour is read attempt by attempt. Ordering every
-    attempt of history with the snapshots in one window cost 19.7 s of a +1 % build at 10M
-    attempts, for 109 rows; grouping every attempt of history by hour on each build, about
-    1 s of 3.2 s (one dbt thread), and more beside the other thread's nodes.
+    rewritten); only the snapshot's own hour is read attempt by attempt, so a build neither
+    orders every attempt of history with the snapshots nor groups them all by hour again.
 -#}
 {%- set disable_at = var('queue_disable_rollbacks', 5) %}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) %}
@@ -66,9 +64,8 @@ poison as (
 
 snapshot_messages as (
     {#- Both brokers' snapshot rows as (queue, snapshot, message), counted here rather than
-        in a view of their own: that view's unique test re-read every snapshot of history on
-        each build (8-10 s of a +1 % build at 10 M attempts) to check keys its `group by`
-        makes unique. #}
+        in a view of their own: that view's unique test would re-read every snapshot of
+        history on each build to check keys its `group by` makes unique. #}
     select
         queue_key,
         snapshot_at,
@@ -118,7 +115,7 @@ runs_up_to_snapshot as (
         up to it. An attempt at the snapshot's very time counts: it happened before the queue
         was looked at. Joined on the partition column, but Spark does not prune the attempts'
         hours by that join (its dynamic pruning does not judge the snapshots' side selective):
-        it reads every hour's attempts, 57 hours for the snapshots' 6 on the 10M store. #}
+        it reads every hour's attempts, not only the snapshots' hours. #}
     select
         snapshot_hours.queue_key,
         snapshot_hours.snapshot_at,

@@ -1,4 +1,4 @@
--- One row per remediation action (issue 4, docs/marts.md): the union of the action families
+-- One row per remediation action (docs/marts.md): the union of the action families
 -- in models/intermediate/remediation, each emitting the column contract of the macro
 -- remediation_action_columns (statements built by the macros in macros/remediation from
 -- validated, quoted values; a row whose target fails validation keeps a null statement, a

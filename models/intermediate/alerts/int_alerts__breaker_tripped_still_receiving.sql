@@ -7,11 +7,11 @@
     Attempt by attempt only where it matters: each server's first reporting attempt is looked
     for in the first hour that holds one, and the attempts after a trip are read only from the
     trip's own hour, which is one of those; the hours before and after come from
-    int_jms__consumer_hours_summarized, one row per consumer, server and hour. Reading every
-    counted attempt of the tripped consumers took 3.2 s of this model (warm, 10M attempts),
-    and grew with history. The report hours are listed before the model runs, so the scan of
-    the attempts is pruned to them by name: Spark prunes partitions by a join only when it
-    judges the other side selective, which these aggregates are not.
+    int_jms__consumer_hours_summarized, one row per consumer, server and hour, so the model
+    does not read every counted attempt of history. The report hours are listed before the
+    model runs, so the scan of the attempts is pruned to them by name: Spark prunes
+    partitions by a join only when it judges the other side selective, which these
+    aggregates are not.
 -#}
 {%- set partition_seconds = var('attempt_partition_seconds', 3600) %}
 {%- set report_hours_sql -%}
