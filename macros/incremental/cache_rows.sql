@@ -10,8 +10,7 @@
     templater), nothing runs and `sql` is returned as it is, so no view is left behind.
     `sql` must not hold a `with`: Spark (4.0) reuses a cached query holding one only where a
     statement reads it at the top, not from a subquery or under another `with`, and there
-    quietly computes it again (found on an incremental JMS ordering, README). Write it with
-    subqueries instead.
+    quietly computes it again. Write it with subqueries instead.
 -#}
 {% macro cache_rows(relation, sql) -%}
     {%- if relation is none or sql is not string or sql | trim | length == 0 -%}

@@ -2,10 +2,8 @@
     How many buckets a full refresh of int_receive_attempts_sequenced creates: one per
     `attempts_per_bucket` receive attempts landed so far (the ledger's loaded records of both
     attempt datasets), at least one and at most `max_buckets`. Each bucket is a file in every
-    partition it has rows in, and on a small store that costs more than the shuffle it saves:
-    at 6,000 attempts in 49 partitions, 1 bucket instead of 8 took test_incremental.py from
-    452 s to 382 s; from 100k attempts on, 8 were as fast or faster (README, "bucketed by
-    message_key"). While parsing (no store to read), `max_buckets`.
+    partition it has rows in, and on a small store that costs more than the shuffle it saves.
+    While parsing (no store to read), `max_buckets`.
     The count is part of the table: an incremental run appends to the buckets it has, so it
     changes only with a full refresh.
     The ledger is found through the graph (source ingest.ingested_files), not ref() or

@@ -2,10 +2,9 @@
     A SQL condition keeping the landing batches a model has not taken yet: `batch_id > '<the
     newest batch_id in relation>'`, or `true` when the relation holds no batch (empty table,
     first run) and while parsing. Constant-size whatever the history: ingest gives every batch
-    an id that sorts after every batch committed before it (`b<UTC time>_<random>`, see
-    README "Incremental runs and performance"), so the newest batch a model holds is its
-    watermark. `relation` is the calling model's own table (`this`), which holds a
-    `batch_id` column.
+    an id that sorts after every batch committed before it (`b<UTC time>_<random>`), so the
+    newest batch a model holds is its watermark. `relation` is the calling model's own table
+    (`this`), which holds a `batch_id` column.
     The newest batch is the one record_batch_watermark left on the table after the last run
     (recorded_batch_watermark, a metastore lookup), else `max(batch_id)` over its rows. It is
     kept for the run's hooks (batches_taken), which record what the run took in.

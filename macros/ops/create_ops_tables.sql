@@ -1,5 +1,5 @@
 {#-
-    Creates the remediation ledgers written by `poisonwatch apply` (issue 4), empty, when they
+    Creates the remediation ledgers written by `poisonwatch apply`, empty, when they
     are missing, so that the models reading them work on a fresh store. Append-only tables:
     nothing here or in `apply` needs MERGE/UPDATE/DELETE. Called from `on-run-start`.
 -#}

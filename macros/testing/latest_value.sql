@@ -7,10 +7,9 @@
     rebuilds it in the same run. Only timestamp, date, string and integer columns are accepted.
     With `partition_column` (the relation's one partition column), `partitions` lists, as text,
     the partitions holding rows with the greatest value, found in the same scan (grouping by
-    the column instead of taking its maximum: at 10M attempts 2.7 s against 2.1 s), so that a
-    scoped test can name them and Spark prunes the others instead of opening every file's
-    footer to skip it by its statistics (1.9 s against 0.6 s per test on the sequenced
-    attempts' 936 files); none without it, or when a null partition holds such rows.
+    the column instead of taking its maximum), so that a scoped test can name them and Spark
+    prunes the others instead of opening every file's footer to skip it by its statistics;
+    none without it, or when a null partition holds such rows.
     With `scan=false`, only what the invocation already knows (read, or said by the model
     that wrote it: remember_latest_value): none instead of a scan.
 -#}

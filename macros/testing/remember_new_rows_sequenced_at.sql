@@ -4,8 +4,8 @@
     attempt hour, not like the sequenced attempts): when the invocation already knows the
     sequenced attempts' newest `sequenced_at`, remembers it as this model's newest too, in the
     partitions of its new rows (one query of the cached new rows), so the model's scoped tests
-    do not scan its own column (about 1 s per model at 10M attempts). Only its new rows can
-    hold that value; when none does, the tests check nothing, as the run wrote nothing newer.
+    do not scan its own column. Only its new rows can hold that value; when none does, the
+    tests check nothing, as the run wrote nothing newer.
     Nothing while parsing, when the value is not known, or when there are no new rows.
 -#}
 {% macro remember_new_rows_sequenced_at(new_rows_sql, partition_column) -%}

@@ -4,8 +4,8 @@
     that is not accepted (column_name, value, row_count); the failure count is the number of
     rows holding one. Nulls pass, as in accepted_values (not_null tests them). One node and
     one read of the table instead of one per column: on a build every test node costs a
-    query (0.2-0.6 s of Spark job latency on a small table), and a table that grows with
-    history is read once. A column with a single enum keeps dbt's accepted_values.
+    Spark job, and a table that grows with history is read once. A column with a single enum
+    keeps dbt's accepted_values.
 -#}
 {% test accepted_values_columns(model, values) %}
     {{ config(fail_calc='coalesce(sum(row_count), 0)') }}

@@ -5,7 +5,7 @@
     `message_partition`). The parent is then read only in the partitions of the child rows the
     test checks, named as literals so that Spark prunes them: on an incremental run the child's
     rows are those its latest run wrote (test_scope_filter), and the parent's whole history is
-    not read to find a few thousand keys (at 10M attempts 4.4 s of a +1 % build against ~1 s).
+    not read to find a few thousand keys.
     Without it, the parent is read whole, as dbt's test does.
 -#}
 {% test relationships(model, column_name, to, field, partition_column=none) %}
