@@ -13,9 +13,9 @@ $(STAMP): pyproject.toml python/poisonwatch/warehouse/class_archive.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
-	@# Spark's classes as a JVM class-data-sharing archive: every later Spark start maps it
-	@# (about 3 s less per command). Without it Spark starts the usual way, so a failure here
-	@# only warns.
+	@# Spark's classes as a JVM class-data-sharing archive, which every later Spark start maps
+	@# instead of loading them. Without it Spark starts the usual way, so a failure here only
+	@# warns.
 	$(VENV)/bin/python -m poisonwatch.warehouse.class_archive || true
 	touch $(STAMP)
 
