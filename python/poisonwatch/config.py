@@ -293,10 +293,10 @@ def spark_conf(target: str | None = None) -> dict[str, str]:
 
 # --- the class archive ------------------------------------------------------------------------
 # Every command starts a JVM that loads some 20,000 classes of Spark, Hive and Derby before its
-# first statement: about 8 s on this project's 2-core machines. A JVM class-data-sharing archive
-# of those classes (JDK 13+ dynamic AppCDS), written once by `make setup`
-# (poisonwatch.warehouse.class_archive), is mapped instead of loading them: about 5 s. The JVM
-# checks the archive against its own build and class path and ignores one that does not match.
+# first statement. A JVM class-data-sharing archive of those classes (JDK 13+ dynamic AppCDS),
+# written once by `make setup` (poisonwatch.warehouse.class_archive), is mapped instead of
+# loading them, which shortens every start. The JVM checks the archive against its own build and
+# class path and ignores one that does not match.
 
 CLASS_ARCHIVE_ENV = "POISONWATCH_CLASS_ARCHIVE"
 CLASS_ARCHIVE_DUMP_ENV = "POISONWATCH_CLASS_ARCHIVE_DUMP"
@@ -398,7 +398,7 @@ def spark_session(target: str | None = None) -> SparkSession:
     return spark
 
 
-# --- the store's two halves (issue 16) --------------------------------------------------------
+# --- the store's two halves -------------------------------------------------------------------
 # The metastore (`metastore_db/`, the catalogue) and the warehouse folder (`warehouse/`, the
 # Parquet files) must agree. When one is gone and the other remains, Spark fails deep inside a
 # later statement (LOCATION_ALREADY_EXISTS, missing files): say so up front, with the command

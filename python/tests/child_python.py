@@ -77,7 +77,7 @@ class SharedChild:
     test modules, one after another, on one store (target `local`, 1 GiB driver). Each
     script's `extra` environment is set for it alone. For scripts that build small fixtures
     in databases and temp views of their own names and compile macros: a child per module
-    cost a JVM start, a Python start and a full dbt parse (about 10 s) each."""
+    would cost a JVM start, a Python start and a full dbt parse each."""
 
     def __init__(self, store: Path) -> None:
         self.store = store

@@ -1,4 +1,4 @@
-"""End to end on one real ActiveMQ Classic broker (issue 19): real consumers wrapped by the kit
+"""End to end on one real ActiveMQ Classic broker: real consumers wrapped by the kit
 until the broker dead-letters, `collect`, ingest, dbt seed + run of the marts checked here and
 what they are built from (the other models and the data tests run in scripts/test.sh's build on
 generated data: not the subject here), the marts against the broker's own DLQ, then

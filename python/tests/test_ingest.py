@@ -729,7 +729,7 @@ def test_cli_strict_exits_non_zero_on_rejects_only(
 
 
 # ---------------------------------------------------------------------------------------------
-# re-landed files and overlapping exports (issue 16, items 2 and 3)
+# re-landed files and overlapping exports
 # ---------------------------------------------------------------------------------------------
 
 

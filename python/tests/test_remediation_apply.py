@@ -296,7 +296,7 @@ left join poisonwatch.poison_messages p
 def test_a_run_reads_no_history() -> None:
     """A run's effect rows read the run's actions and the per-apply lookup, never the raw
     snapshot tables or poison_messages: those grow with history, and an apply has a run per
-    1,000 actions (97 runs with dead_letter actions at 30M attempts, 4 s each when they did)."""
+    1,000 actions."""
     from poisonwatch.remediation import Filters
     from poisonwatch.remediation.apply import EFFECTS, effect_select, message_context_select
 

@@ -1,4 +1,4 @@
-"""A broken store says what to do (issue 16, item 7): the metastore gone while the warehouse
+"""A broken store says what to do: the metastore gone while the warehouse
 folder remains, or the other way round, is found before Spark fails deep inside a statement,
 the message names `poisonwatch store rebuild`, and that command loses no landed data (raw
 tables with their ledger, apply ledgers) and keeps the old halves.

@@ -1,4 +1,4 @@
-"""Attacker-controlled text is inert in every terminal, CSV and JSON output (issue 16, item 6).
+"""Attacker-controlled text is inert in every terminal, CSV and JSON output.
 
 No Spark: the printing functions get rows as the warehouse returns them. A hostile corpus —
 rich markup, an ANSI clear-screen, HTML, a spreadsheet formula, a right-to-left override, a

@@ -58,11 +58,9 @@ MIN_FILES_FOR_DELTA = 4  # other datasets give their newest file to the delta fr
 PART_RE = re.compile(r"^part-(\d+)\.")
 # The child processes per size and the steps each times. Production runs `poisonwatch ingest` and
 # then `poisonwatch build` after every landing, each in a driver JVM of its own, so the increment
-# is timed that way. Timed in the full build's process (JIT-compiled Spark, warm caches), as
-# before 2026-11-29, it looked about a third cheaper than what users pay: the bench's 1M +1 %
-# build took 57.8 s there, the same build 85.0 and 88.0 s in a fresh driver and 75.4 s after only
-# the delta's ingest (2026-11-29, bench/README.md). Rows measured the old way have no
-# `incremental_build_process` ("warm"); the tables mark them.
+# is timed that way: in the full build's process (JIT-compiled Spark, warm caches) it would look
+# cheaper than what users pay. Rows without `incremental_build_process` were timed in that warm
+# process ("warm"); the tables mark them.
 PHASES = {
     "history": ("ingest", "floor", "floor_sequence", "floor_ingest", "full_build"),
     "delta": ("incremental_ingest",),
@@ -901,7 +899,7 @@ def rewrite_rows(entries: Sequence[dict[str, Any]]) -> list[list[str]]:
     rows = []
     for e in entries:
         if not e.get("incremental_rewritten_attempts"):
-            continue  # a row measured before these figures were recorded
+            continue  # a row from a bench that did not record these figures
         share = e.get("incremental_rewritten_share")
         models_only = " (no data tests)" if e.get("data_tests") is False else ""
         rows.append(
@@ -927,7 +925,7 @@ def slowest_rows(entry: dict[str, Any], limit: int = 10) -> list[list[str]]:
 
 
 def describe_machine(entries: Sequence[dict[str, Any]]) -> str:
-    """One line: when and where the figures were measured."""
+    """One line: when and where the figures were taken."""
     if not entries:
         return "no results yet"
     dates = sorted({str(e["measured_at"])[:10] for e in entries if e.get("measured_at")})
@@ -951,7 +949,7 @@ def _markdown_rows(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
 
 def increment_line(entries: Sequence[dict[str, Any]]) -> str | None:
     """What the deltas held, and each size's incremental build against the smallest size's
-    (issue 15: the cost of an increment must not depend on history); none for one size."""
+    (the cost of an increment must not depend on history); none for one size."""
     timed = [e for e in entries if e.get("incremental_build_s")]
     # Like with like: fresh-driver rows when there are two, else the warm ones.
     fresh = [e for e in timed if not is_warm_increment(e)]
@@ -1060,7 +1058,7 @@ def run_bench(
     the entry records it and the table marks the row.
 
     Returns every entry of the results file after the merge. Each size is written as soon as it
-    is measured, so a failure at a large size keeps the smaller ones.
+    is timed, so a failure at a large size keeps the smaller ones.
     """
     sizes = sorted(set(sizes))
     if not sizes or min(sizes) < 1:

@@ -1,4 +1,4 @@
-"""Live ActiveMQ Classic broker over STOMP (issue 19): `collect` browses queues and DLQs into
+"""Live ActiveMQ Classic broker over STOMP: `collect` browses queues and DLQs into
 `jms_queue_snapshots` landing files, `actions` executes JMS remediation actions on the broker
 exactly once (driven by `live.LiveRunner` from `poisonwatch apply`), `kit` records a Python
 consumer's delivery attempts as `jms_receive_attempts`; `profiles` reads brokers.yml.

@@ -76,7 +76,7 @@ def time_based_activation_ids(consumer_id: str) -> bool:
 
 SNAPSHOTS_DURING = 5  # snapshots while traffic flows; one more after the last attempt
 MAX_CHUNK = 1_000_000
-SWEEP_AFTER_US = 45 * 60_000_000  # stuck background conversations are ended after 45-90 min
+SWEEP_AFTER_US = 45 * 60_000_000  # stuck background conversations end one to two of these later
 DLQ_RETENTION_US = 12 * HOUR_US  # operators purge dead letters older than this
 
 DATASET_NAMES = (

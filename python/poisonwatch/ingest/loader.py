@@ -61,9 +61,9 @@ from poisonwatch.warehouse.schemas import (
 
 # A chunk's validated, typed records: a Parquet table in the raw database, `ingest_stage_`
 # and the run's batch id, written once and read four times (bounds, duplicates, counts,
-# insert), then dropped. Cached in memory instead it was read more slowly (the whole 10M bench
-# landing: 508.5 -> 496.9 s). A name per run: a run killed while it wrote the stage may leave
-# files that no table owns, and the next run must not write into them.
+# insert), then dropped: a Parquet table reads faster than the same rows cached in memory. A
+# name per run: a run killed while it wrote the stage may leave files that no table owns, and
+# the next run must not write into them.
 STAGE_PREFIX = "ingest_stage_"
 DUPLICATES = "pw_ingest_duplicates"
 BATCH_RE = re.compile(r"b\d{8}T\d{6}Z_[0-9a-f]{8}")

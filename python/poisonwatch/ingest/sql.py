@@ -11,7 +11,7 @@ record-level pipeline is:
     -> `_err`: the first failing field, as struct<field, reason>, or null.
 
 The file a row came from is its `_fid` (`source_of` maps it back to the file's name where rows
-are written): a file name on every row cost the chunk's cache about 1 s per 600,000 records.
+are written): a file name on every row would make the chunk's cache larger and slower.
 """
 
 from __future__ import annotations

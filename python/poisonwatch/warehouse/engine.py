@@ -92,8 +92,8 @@ class ThriftEngine(Engine):
     def _run(self, statement: str) -> None:
         """Submit asynchronously and poll until done.
 
-        A synchronous call can be dropped by the server after ~5 minutes (dbt-spark polls for the
-        same reason); polling starts fast so short statements do not wait for a fixed interval.
+        A synchronous call can be dropped by the server after a few minutes (dbt-spark polls for
+        the same reason); polling starts fast so short statements do not wait for a fixed interval.
         """
         from TCLIService.ttypes import TOperationState
 
