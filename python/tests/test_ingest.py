@@ -674,7 +674,7 @@ def test_files_a_failed_stage_left_are_removed_and_the_files_load_one_by_one(
     """A create of the stage that fails after it began writing (a cut gzip read mid-way, on
     some runs) leaves files at the stage's location. The chunk's files are then loaded one by
     one under the same name: the files left must go first, or Spark refuses every one of them
-    (LOCATION_ALREADY_EXISTS, and each file was rejected as unreadable: seen in CI). Here the
+    (LOCATION_ALREADY_EXISTS, and each file is rejected as unreadable). Here the
     files are put there before the run, under the batch id the run is given, so the first
     create fails the same way every time."""
     batch = "b20200101T000002Z_0badf00d"

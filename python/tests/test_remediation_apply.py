@@ -252,7 +252,7 @@ def test_lease_of_another_host_is_refused(store: dict[str, str]) -> None:
 
 
 # (crash point, extra args, in every `make test`): each run also recovers what the previous one
-# left. Each kill is a `poisonwatch apply` with its own JVM (30-45 s in CI), so `make test` kills
+# left. Each kill is a `poisonwatch apply` with its own JVM, so `make test` kills
 # at four: mid effect write (after other effect tables were complete), with every effect and the
 # run's scripts written but no log row (its scripts must be set aside), mid commit record (which
 # may finish before the kill: then nothing is left to apply), and after the commit of a limited

@@ -169,7 +169,7 @@ def test_store_locations_problem_tells_a_copy_from_a_lost_warehouse(tmp_path: Pa
 
 def test_a_copied_store_is_refused_until_rebuilt(env: dict[str, str], landing: Path) -> None:
     """A store copied to another folder keeps the original's absolute folders in its
-    metastore: it must not write there (found while benchmarking on copies of a store)."""
+    metastore: it must not write there."""
     store = Path(env["POISONWATCH_HOME"])
     copy = store.parent / "copied store"  # a space: the metastore keeps it %-quoted
     shutil.copytree(store, copy, symlinks=True)

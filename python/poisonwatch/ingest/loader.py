@@ -284,7 +284,7 @@ def _remove_stage_files(engine: Engine, batch_id: str) -> None:
     gzip) can fail the statement after it began writing, which leaves files at the table's
     location with no table owning them; the chunk's files are then loaded one by one under the
     same stage name, and Spark refuses a managed table on a location that is not empty
-    (LOCATION_ALREADY_EXISTS: every file of the chunk was rejected as unreadable, seen in CI).
+    (LOCATION_ALREADY_EXISTS: every file of the chunk would be rejected as unreadable).
     Only a warehouse on the local file system (every target here) is cleaned."""
     _, rows = engine.query(f"describe database extended {ident(RAW_DATABASE)}")
     location = next((str(r[1]) for r in rows if str(r[0]).strip().lower() == "location"), "")
