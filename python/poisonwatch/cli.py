@@ -188,9 +188,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 def _cmd_collect(args: argparse.Namespace) -> int:
     from poisonwatch.broker import collect, print_result, resolve_broker
+    from poisonwatch.broker.profiles import with_ca_file
     from poisonwatch.config import home
 
-    target = resolve_broker(args.broker)
+    target = with_ca_file(resolve_broker(args.broker), args.ca_file)
     patterns = [q.strip() for q in (args.queues or "").split(",") if q.strip()]
     out = Path(args.out) if args.out else home() / "landing"
     result = collect(target, patterns, out=out, every=args.every, count=args.count)
@@ -313,7 +314,16 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: poisonwatch collect --broker stomp://127.0.0.1:61613 --ingest",
     )
     p.add_argument(
-        "--broker", required=True, help="stomp://HOST:PORT[?name=B] or a name in brokers.yml"
+        "--broker",
+        required=True,
+        help="stomp://HOST:PORT[?name=B], stomp+ssl://HOST:PORT[?name=B] or a name in brokers.yml",
+    )
+    p.add_argument(
+        "--ca-file",
+        default=None,
+        metavar="PEM",
+        help="stomp+ssl: verify the broker's certificate against this CA file (default: the "
+        "system's trusted CAs; verification is always on)",
     )
     p.add_argument(
         "--queues",

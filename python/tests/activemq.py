@@ -5,7 +5,8 @@ The Debian package `activemq` (5.17) provides the broker (`activemq.jar`) and th
 transport; `ensure_activemq()` installs it where it is missing and the tests run as root (CI).
 xstream and jettison (dependencies of the package) go on the broker's class path so that STOMP
 clients can read advisory messages as JSON (`transformation: jms-advisory-json`), which is how
-`poisonwatch collect` lists queues.
+`poisonwatch collect` lists queues; `stock=True` leaves them out, as Debian's own start script
+does. `keystore=` adds a stomp+ssl connector (a keystore `make_keystore` builds with keytool).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ _CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
     <destinationPolicy>
       <policyMap>
         <policyEntries>
+{shared_entries}
           <policyEntry queue="&gt;">
             <deadLetterStrategy>
               <individualDeadLetterStrategy queuePrefix="DLQ." useQueueForQueueMessages="true"
@@ -65,8 +67,8 @@ _CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
     <systemUsage><systemUsage><storeUsage><storeUsage limit="1 gb"/></storeUsage>
       <tempUsage><tempUsage limit="512 mb"/></tempUsage></systemUsage></systemUsage>
     <transportConnectors>
-      <transportConnector name="stomp" uri={stomp_uri}/>
-    </transportConnectors>
+      <transportConnector name="stomp" uri={stomp_uri}/>{ssl_connector}
+    </transportConnectors>{ssl_context}
   </broker>
 </beans>
 """
@@ -76,6 +78,59 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def keytool(*args: str, cwd: Path) -> None:
+    proc = subprocess.run(["keytool", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"keytool {args[0]} failed: {proc.stdout}{proc.stderr}")
+
+
+def make_ca(folder: Path, name: str, password: str = "changeit") -> Path:
+    """A CA key pair (PKCS12 `name`-ca.p12) and its certificate as PEM; returns the PEM."""
+    folder.mkdir(parents=True, exist_ok=True)
+    store = f"{name}-ca.p12"
+    keytool(
+        "-genkeypair", "-alias", "ca", "-keyalg", "RSA", "-keysize", "2048", "-validity", "3",
+        "-dname", f"CN={name} test CA", "-ext", "bc:c", "-ext", "ku:c=keyCertSign,cRLSign",
+        "-keystore", store, "-storetype", "PKCS12", "-storepass", password, cwd=folder,
+    )  # fmt: skip
+    pem = folder / f"{name}-ca.pem"
+    keytool(
+        "-exportcert", "-rfc", "-alias", "ca", "-keystore", store, "-storepass", password,
+        "-file", pem.name, cwd=folder,
+    )  # fmt: skip
+    return pem
+
+
+def make_keystore(folder: Path, ca_name: str, password: str = "changeit") -> Path:
+    """The broker's keystore: a key pair for 127.0.0.1 signed by the CA `make_ca` made."""
+    store = folder / "broker.p12"
+    ca_store = f"{ca_name}-ca.p12"
+    common = ("-storetype", "PKCS12", "-storepass", password)
+    keytool(
+        "-genkeypair", "-alias", "broker", "-keyalg", "RSA", "-keysize", "2048", "-validity",
+        "3", "-dname", "CN=127.0.0.1", "-keystore", store.name, *common, cwd=folder,
+    )  # fmt: skip
+    keytool(
+        "-certreq", "-alias", "broker", "-keystore", store.name, *common, "-file",
+        "broker.csr", cwd=folder,
+    )  # fmt: skip
+    keytool(
+        "-gencert", "-alias", "ca", "-keystore", ca_store, *common, "-infile", "broker.csr",
+        "-outfile", "broker.pem", "-rfc", "-validity", "3",
+        "-ext", "SAN=ip:127.0.0.1,dns:localhost", "-ext", "eku=serverAuth",
+        "-ext", "ku:c=digitalSignature,keyEncipherment", cwd=folder,
+    )  # fmt: skip
+    keytool(
+        "-importcert", "-noprompt", "-alias", "ca", "-file", f"{ca_name}-ca.pem",
+        "-keystore", store.name, *common, cwd=folder,
+    )  # fmt: skip
+    keytool(
+        "-importcert", "-alias", "broker", "-file", "broker.pem", "-keystore", store.name,
+        *common, cwd=folder,
+    )  # fmt: skip
+    return store
 
 
 def ensure_activemq() -> str | None:
@@ -103,12 +158,22 @@ class ActiveMQ:
     max_redeliveries: int = 3
     delay_ms: int = MIN_REDELIVERY_DELAY_MS
     queue_redeliveries: dict[str, int] = field(default_factory=dict)
+    # Queue patterns whose dead letters go to the shared ActiveMQ.DLQ (the default: DLQ.<q>).
+    shared_dlq_queues: tuple[str, ...] = ()
+    stock: bool = False
+    keystore: Path | None = None
+    keystore_password: str = "changeit"
     port: int = 0
+    ssl_port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"stomp://127.0.0.1:{self.port}?name={self.name}"
+
+    @property
+    def ssl_url(self) -> str:
+        return f"stomp+ssl://127.0.0.1:{self.ssl_port}?name={self.name}"
 
     @property
     def pid(self) -> int | None:
@@ -118,6 +183,25 @@ class ActiveMQ:
         self.folder.mkdir(parents=True, exist_ok=True)
         if not self.port:
             self.port = free_port()
+        if self.keystore and not self.ssl_port:
+            self.ssl_port = free_port()
+        ssl_connector = ssl_context = ""
+        if self.keystore:
+            ssl_connector = (
+                '\n      <transportConnector name="stomp+ssl" uri='
+                f"{quoteattr(f'stomp+ssl://127.0.0.1:{self.ssl_port}')}/>"
+            )
+            ssl_context = (
+                f"\n    <sslContext><sslContext keyStore={quoteattr(str(self.keystore))} "
+                f'keyStorePassword={quoteattr(self.keystore_password)} keyStoreType="PKCS12"/>'
+                "</sslContext>"
+            )
+        shared_entries = "".join(
+            f"\n          <policyEntry queue={quoteattr(q)}><deadLetterStrategy>"
+            '<sharedDeadLetterStrategy processNonPersistent="true"/>'
+            "</deadLetterStrategy></policyEntry>"
+            for q in self.shared_dlq_queues
+        )
         entries = "".join(
             f"\n              <redeliveryPolicy queue={quoteattr(q)} maximumRedeliveries="
             f'"{n}" initialRedeliveryDelay="{self.delay_ms}" redeliveryDelay="{self.delay_ms}"/>'
@@ -135,6 +219,9 @@ class ActiveMQ:
                 max_redeliveries=quoteattr(str(self.max_redeliveries)),
                 delay=quoteattr(str(self.delay_ms)),
                 stomp_uri=quoteattr(f"stomp://127.0.0.1:{self.port}"),
+                ssl_connector=ssl_connector,
+                ssl_context=ssl_context,
+                shared_entries=shared_entries,
             )
         )
         return conf
@@ -147,7 +234,7 @@ class ActiveMQ:
             "-Xms64m",
             "-Xmx256m",
             "-XX:+UseSerialGC",
-            f"-Dactivemq.classpath={':'.join(EXTRA_CLASSPATH)}",
+            *([] if self.stock else [f"-Dactivemq.classpath={':'.join(EXTRA_CLASSPATH)}"]),
             f"-Dactivemq.base={base}",
             f"-Dactivemq.conf={base / 'conf'}",
             f"-Dactivemq.data={base / 'data'}",

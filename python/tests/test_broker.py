@@ -20,6 +20,7 @@ from poisonwatch.broker.actions import (
     ACTION_PROPERTY,
     JOURNAL_QUEUE,
     LiveAction,
+    ParkRecord,
     execute,
     prune_journal,
     release_parked,
@@ -190,7 +191,8 @@ def test_actions_move_one_message_exactly_once(broker: ActiveMQ, client: StompCl
     assert gone.status == "failed" and "not in queue a.work" in gone.detail
     assert [m.body for m in client.browse("a.work")] == [b"m3", b"m0"]
     assert [m.body for m in client.browse("a.work.parked")] == [b"m2"]
-    assert release_parked(client, target) == ["a.work"]
+    record = ParkRecord("act-p", "a.work", "a.work.parked", "2000-01-01T00:00:00.000000Z")
+    assert release_parked(client, [record]).released == ["a.work"]
     assert sorted(m.body for m in client.browse("a.work")) == [b"m0", b"m2", b"m3"]
     # journal markers of committed actions are pruned, others stay
     assert prune_journal(client, {"act-dl", "act-r", "act-x"}) == 3

@@ -12,6 +12,8 @@ import contextlib
 import itertools
 import json
 import queue
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -90,10 +92,75 @@ def selector_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+# ActiveMQ reads these in a destination name as more than one queue (`,` composite, `*` and
+# `>` wildcards), as consumer options (`?`) or as another kind of destination (`/`).
+_NOT_IN_QUEUE_NAMES = frozenset(",*>?/")
+
+
+def queue_name_problem(name: str) -> str | None:
+    """Why `name` does not name exactly one queue, or None when it does."""
+    if not name:
+        return "an empty queue name"
+    if any(ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 for ch in name):
+        return f"control characters in the queue name {name!r}"
+    bad = sorted({ch for ch in name if ch in _NOT_IN_QUEUE_NAMES})
+    if bad:
+        return f"{' '.join(bad)} in the queue name {name!r} (it would not name exactly one queue)"
+    if len(name) > 512:
+        return f"a queue name of {len(name)} characters"
+    return None
+
+
 def queue_destination(name: str) -> str:
-    if not name or any(ord(ch) < 32 for ch in name) or name.startswith("/"):
-        raise BrokerError(f"not a queue name: {name!r}")
+    """`/queue/<name>` for a name that names exactly one queue; BrokerError otherwise."""
+    problem = queue_name_problem(name)
+    if problem:
+        raise BrokerError(f"not a queue name: {problem}")
     return QUEUE_PREFIX + name
+
+
+def is_end_of_browse(headers: dict[str, str]) -> bool:
+    """ActiveMQ's end-of-browse frame: `browser: end` and `message-id: 0` and none of the JMS
+    headers the broker writes on every real message, which a message's properties can add to
+    but never take away (a property `browser=end` therefore cannot end a browse)."""
+    return (
+        headers.get("browser") == "end"
+        and headers.get("message-id") == "0"
+        and not {"timestamp", "priority", "expires"} & headers.keys()
+    )
+
+
+def tls_context(target: BrokerTarget) -> ssl.SSLContext:
+    """Certificate and host name verified, against `ca_file` or the system's trust store."""
+    ctx = ssl.create_default_context(cafile=target.ca_file)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def enable_tls(conn: Any, target: BrokerTarget) -> None:
+    """stomp-py builds its own context from these: CERT_REQUIRED with host name checking, the CA
+    file or the default certificates."""
+    conn.set_ssl(
+        for_hosts=[(target.host, target.port)],
+        ca_certs=target.ca_file,
+        ssl_version=ssl.PROTOCOL_TLS_CLIENT,
+        verify=True,
+    )
+
+
+def tls_problem(target: BrokerTarget) -> str | None:
+    """Why a TLS handshake with the broker fails (stomp-py only says that it did), or None."""
+    try:
+        with (
+            socket.create_connection((target.host, target.port), timeout=5) as raw,
+            tls_context(target).wrap_socket(raw, server_hostname=target.host),
+        ):
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        ca = f"the CA file {target.ca_file}" if target.ca_file else "the system's trusted CAs"
+        return f"TLS certificate not accepted ({exc.verify_message}; checked against {ca})"
+    except (ssl.SSLError, OSError) as exc:
+        return f"TLS handshake failed: {exc}"
 
 
 @dataclass
@@ -116,6 +183,8 @@ class StompClient:
             timeout=timeout,
             reconnect_attempts_max=1,
         )
+        if target.tls:
+            enable_tls(self._conn, target)
         self._subs: dict[str, _Subscription] = {}
         self._receipts: dict[str, threading.Event] = {}
         self._errors: list[str] = []
@@ -133,9 +202,12 @@ class StompClient:
                 self.target.user, self.target.password, wait=True, headers={"host": "localhost"}
             )
         except (stomp.exception.ConnectFailedException, OSError) as exc:
+            why = (tls_problem(self.target) if self.target.tls else None) or (
+                str(exc) or type(exc).__name__
+            )
             raise BrokerGoneError(
                 f"cannot connect to broker {self.target.name} at "
-                f"{self.target.host}:{self.target.port}: {exc or type(exc).__name__}"
+                f"{self.target.host}:{self.target.port}: {why}"
             ) from exc
         if not self._conn.is_connected():
             raise BrokerGoneError(
@@ -269,7 +341,7 @@ class StompClient:
                         f"broker {self.target.name} stopped answering while browsing "
                         f"{queue_name} (no end-of-browse within {self.timeout:.0f} s)"
                     )
-                if frame.headers.get("browser") == "end":
+                if is_end_of_browse(frame.headers):
                     return
                 yield BrokerMessage(queue_name, dict(frame.headers), bytes(frame.body or b""))
         finally:
@@ -293,6 +365,26 @@ class StompClient:
             self._unsubscribe(sub)
             return None
         return sub, frame
+
+    def take_first(
+        self, queue_name: str, selector: str, fits: Any, prefetch: int, wait: float = 5.0
+    ) -> tuple[str, Any] | None:
+        """Like `take`, with up to `prefetch` messages in flight: the first frame for which
+        `fits(frame)` is true, or None. The frames passed over stay unacknowledged and go back
+        to the queue when the caller releases the subscription."""
+        sub = self._subscribe(
+            queue_destination(queue_name),
+            "client-individual",
+            {"selector": selector, "activemq.prefetchSize": str(prefetch)},
+        )
+        for _ in range(prefetch):
+            frame = self._next(sub, wait)
+            if frame is None:
+                break
+            if fits(frame):
+                return sub, frame
+        self._unsubscribe(sub)
+        return None
 
     def release(self, sub_id: str) -> None:
         self._unsubscribe(sub_id)
@@ -325,6 +417,36 @@ class StompClient:
         if self._conn.is_connected():
             with contextlib.suppress(Exception):
                 self._conn.abort(tx)
+
+
+NO_LISTING = (
+    "ActiveMQ Classic lists its queues to STOMP clients only as JSON advisory messages "
+    "(`transformation: jms-advisory-json`), which needs xstream and jettison on the broker's "
+    "class path (Debian's activemq package does not put them there; advisorySupport must be on)"
+)
+
+
+def list_queues_apart(target: BrokerTarget, timeout: float = 15.0) -> list[str]:
+    """The broker's queues, asked for on a connection of its own: a broker without the JSON
+    marshaller drops the connection that asks, and that must not be the one that browses.
+    BrokerError (saying what the broker lacks) when it cannot list them."""
+    try:
+        with StompClient(target, timeout=timeout) as probe:
+            names = probe.list_queues()
+    except BrokerRefusedError as exc:
+        raise BrokerError(
+            f"broker {target.name} refused to list its queues ({exc}): {NO_LISTING}"
+        ) from exc
+    except BrokerGoneError as exc:
+        if str(exc).startswith("cannot connect"):
+            raise
+        raise BrokerError(
+            f"broker {target.name} dropped the connection that asked for its queue list: "
+            f"{NO_LISTING}"
+        ) from exc
+    if names is None:
+        raise BrokerError(f"broker {target.name} sent no queue list: {NO_LISTING}")
+    return names
 
 
 class _Listener:

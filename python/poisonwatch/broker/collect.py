@@ -4,6 +4,10 @@ included) into `jms_queue_snapshots` landing files, without consuming anything.
 One file per queue and round, written to a temporary name and renamed when the queue's browse
 ended: a broker that goes away mid-run stops the run with a clear error, and every file already
 there is complete (the half-browsed queue leaves no file).
+
+Exact queue names (`--queues a,b`) are browsed without asking the broker for its queue list;
+patterns and "every queue" need the list, asked for on a connection of its own (a stock
+ActiveMQ Classic drops the connection that asks, see `client.list_queues_apart`).
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from poisonwatch.broker.client import BrokerError, BrokerMessage, StompClient
+from poisonwatch.broker.client import (
+    NO_LISTING,
+    BrokerError,
+    BrokerGoneError,
+    BrokerMessage,
+    StompClient,
+    list_queues_apart,
+)
 from poisonwatch.broker.profiles import BrokerTarget
 from poisonwatch.config import PoisonwatchError, home
 from poisonwatch.textsafe import terminal
@@ -113,16 +124,20 @@ def _safe_file_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "_"
 
 
+def needs_listing(patterns: list[str]) -> bool:
+    """Whether these --queues need the broker's queue list (patterns, or none: every queue)."""
+    return not patterns or any(any(ch in p for ch in "*?[") for p in patterns)
+
+
 def choose_queues(target: BrokerTarget, patterns: list[str], listed: list[str] | None) -> list[str]:
     """Queues to browse: the names/patterns asked for (all queues when none) plus every
-    dead-letter queue; without a listing, only exact names (and the shared DLQ)."""
+    dead-letter queue; without a listing, only exact names (and their DLQs)."""
     if listed is None:
-        wild = [p for p in patterns if any(ch in p for ch in "*?[")]
-        if wild or not patterns:
+        if needs_listing(patterns):
             raise PoisonwatchError(
-                f"broker {target.name} does not list its queues (no advisory messages over "
-                "STOMP: advisorySupport off, or xstream/jettison missing from the broker's class "
-                "path): give exact names with --queues"
+                f"broker {target.name} does not list its queues: {NO_LISTING}. Name the "
+                "queues exactly with --queues (comma-separated; their dead-letter queues are "
+                "browsed too)"
             )
         names = list(patterns) + [target.dlq_for(p) for p in patterns]
         return sorted(set(names) | {target.shared_dlq})
@@ -141,10 +156,20 @@ def collect_once(
     out: Path,
     result: CollectResult,
 ) -> None:
-    """One round: list, browse, write one file per non-empty queue."""
+    """One round: list (when patterns need it), browse, write one file per non-empty queue."""
     folder = out / DATASET
     folder.mkdir(parents=True, exist_ok=True)
-    listed = client.list_queues()
+    listed: list[str] | None = None
+    if needs_listing(patterns):
+        try:
+            listed = list_queues_apart(target, timeout=client.timeout)
+        except BrokerGoneError:
+            raise
+        except BrokerError as exc:
+            raise BrokerError(
+                f"{exc}. Name the queues exactly with --queues (comma-separated; their "
+                "dead-letter queues are browsed too)"
+            ) from exc
     result.listed = listed is not None
     now = dt.datetime.now(dt.UTC)
     snapshot_at = iso(now)
@@ -207,7 +232,7 @@ def print_result(result: CollectResult, console: Console | None = None) -> None:
     console.print(
         f"broker {terminal(result.broker_name)}: {result.rounds} round(s), "
         f"{result.messages} message(s) in {len(result.files)} file(s)"
-        + ("" if result.listed else " (queues not listed by the broker)")
+        + ("" if result.listed else " (the queues named, without the broker's queue list)")
     )
     for queue_name, n in sorted(result.per_queue.items()):
         console.print(f"  {terminal(queue_name)}: {n}")

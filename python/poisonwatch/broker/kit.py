@@ -27,7 +27,10 @@ and never reaches the consumer.
 
 Records go to `<landing>/jms_receive_attempts/` in JSON-lines files that appear complete (a
 hidden `.tmp` file renamed every `rotate_records` records / `rotate_seconds` seconds and at
-`close()`), so `poisonwatch ingest` never reads half a file.
+`close()`), so `poisonwatch ingest` never reads half a file. The writer holds an advisory lock
+on its `.tmp` file; a recorder that starts renames every unlocked `.tmp` file (its writer died:
+kill -9, a crash) to its complete name, cut after its last whole record, so buffered records are
+recovered, not lost (`recovered` lists them).
 
 Delivery count: ActiveMQ Classic's STOMP frames carry `redelivered` but not the count, so the
 recorder counts the deliveries it saw of each message id in this process (a redelivered
@@ -40,6 +43,7 @@ import contextlib
 import datetime as dt
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -73,6 +77,11 @@ COLUMNS = (
     "stack_trace",
 )
 MAX_TEXT = 4000
+try:
+    import fcntl
+except ImportError:  # not on Windows: a dead writer is then told by its PID
+    fcntl = None  # type: ignore[assignment]
+_TMP_NAME = re.compile(r"\.(?P<name>.+-(?P<pid>\d+)-[0-9a-f]*-\d+T\d+-\d+\.jsonl)\.tmp\Z")
 
 
 class TemporarilyUnavailable(Exception):  # noqa: N818 (seed 002's name)
@@ -127,6 +136,7 @@ class AttemptRecorder:
         self._seq = 0
         self.files: list[Path] = []
         self.written = 0
+        self.recovered: list[Path] = recover_buffers(self.folder)
 
     # --- the public API ---------------------------------------------------------------------
     @contextlib.contextmanager
@@ -237,6 +247,8 @@ class AttemptRecorder:
         name = f"{safe[:60]}-{os.getpid()}-{self.activation_id[:12]}-{stamp}-{self._seq}.jsonl"
         self._path = self.folder / name
         self._fh = (self.folder / f".{name}.tmp").open("w", encoding="utf-8")
+        if fcntl is not None:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._records = 0
         self._opened = time.monotonic()
 
@@ -246,13 +258,69 @@ class AttemptRecorder:
         tmp = Path(self._fh.name)
         self._fh.flush()
         os.fsync(self._fh.fileno())
-        self._fh.close()
-        self._fh = None
+        # Renamed while still locked, so a starting recorder never takes it for a dead one's.
         if self._records:
             os.replace(tmp, self._path)
             self.files.append(self._path)
         else:
             tmp.unlink(missing_ok=True)
+        self._fh.close()
+        self._fh = None
+
+
+def _writer_alive(tmp: Path) -> bool:
+    match = _TMP_NAME.match(tmp.name)
+    if not match:
+        return True  # not a name this kit writes: leave it alone
+    try:
+        os.kill(int(match["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def recover_buffers(folder: Path) -> list[Path]:
+    """Rename the `.tmp` buffers of dead writers to their complete names (cut after the last
+    whole record; an empty one is removed); returns the files recovered."""
+    out = []
+    for tmp in sorted(folder.glob(".*.jsonl.tmp")):
+        match = _TMP_NAME.match(tmp.name)
+        if not match:
+            continue
+        try:
+            fh = tmp.open("r+b")
+        except FileNotFoundError:
+            continue  # another recorder took it
+        with fh:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # its writer is alive
+            elif _writer_alive(tmp):
+                continue
+            try:
+                if os.stat(tmp).st_ino != os.fstat(fh.fileno()).st_ino:
+                    continue  # renamed by another recorder before we locked it
+            except FileNotFoundError:
+                continue
+            data = fh.read()
+            cut = data.rfind(b"\n") + 1
+            if cut < len(data):
+                fh.truncate(cut)
+            fh.flush()
+            os.fsync(fh.fileno())
+            if cut == 0:
+                tmp.unlink(missing_ok=True)
+                continue
+            final = folder / match["name"]
+            if final.exists():
+                final = folder / (match["name"][: -len(".jsonl")] + "-recovered.jsonl")
+            os.replace(tmp, final)
+            out.append(final)
+    return out
 
 
 def consume(
@@ -270,6 +338,10 @@ def consume(
     import stomp
 
     conn = stomp.Connection12([(target.host, target.port)], heartbeats=(0, 0), auto_decode=False)
+    if getattr(target, "tls", False):
+        from poisonwatch.broker.client import enable_tls
+
+        enable_tls(conn, target)
 
     class _Listener(stomp.ConnectionListener):  # type: ignore[misc]
         def on_message(self, frame: Any) -> None:

@@ -12,6 +12,7 @@ from poisonwatch.broker.actions import (
     LIVE_ACTION_TYPES,
     LiveAction,
     Outcome,
+    ParkRecord,
     execute,
     prune_journal,
     release_parked,
@@ -25,6 +26,7 @@ class LiveRunner:
         self.brokers = brokers
         self._clients: dict[str, StompClient] = {}
         self.released: list[str] = []
+        self.release_failures: list[str] = []
 
     def is_live(self, action: dict[str, Any]) -> bool:
         return (
@@ -39,15 +41,27 @@ class LiveRunner:
             self._clients[broker_name] = StompClient(self.brokers[broker_name]).connect()
         return self._clients[broker_name]
 
-    def prepare(self, broker_names: set[str], committed: Callable[[list[str]], set[str]]) -> None:
+    def prepare(
+        self,
+        broker_names: set[str],
+        committed: Callable[[list[str]], set[str]],
+        parked: Callable[[str], list[ParkRecord]] | None = None,
+    ) -> None:
         """Before a run: markers of actions the ledger already has are removed, and parked
-        messages whose time has come go back to their queue."""
+        messages whose time has come go back to the queue their park action recorded in the
+        ledger (`parked(broker_name)`; without it nothing is released)."""
         for name in sorted(broker_names):
             client = self.client(name)
             ids = [m.properties.get(ACTION_PROPERTY, "") for m in client.browse(JOURNAL_QUEUE)]
             if ids:
                 prune_journal(client, committed(ids))
-            self.released += release_parked(client, self.brokers[name])
+            if parked is None:
+                continue
+            records = parked(name)
+            if records:
+                release = release_parked(client, records)
+                self.released += release.released
+                self.release_failures += [f"{name}: {f}" for f in release.failures]
 
     def run(self, action: dict[str, Any]) -> Outcome:
         live = LiveAction.from_row(action)

@@ -8,16 +8,21 @@ brokers:
     password_env: ORDERS_MQ_PASSWORD # optional: the password is read from this variable
     dlq_prefix: "DLQ."               # individualDeadLetterStrategy queuePrefix ("" = shared DLQ)
     shared_dlq: ActiveMQ.DLQ         # the shared dead-letter queue
+  secure-broker:
+    url: stomp+ssl://mq2.example.com:61612
+    ca_file: /etc/poisonwatch/mq-ca.pem  # optional: the CA that signed the broker's certificate
 ```
 
 A URL is `stomp://[user:password@]host:port[?name=BROKER_NAME&dlq_prefix=DLQ.]`; without
-`name`, the broker name is `host:port`.
+`name`, the broker name is `host:port`. `stomp+ssl://` is STOMP over TLS with the broker's
+certificate and host name verified, against `ca_file` (brokers.yml, `?ca_file=` in the URL or
+`collect --ca-file`) or else the system's trusted CAs; there is no way to skip verification.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -36,6 +41,8 @@ class BrokerTarget:
     password: str | None = None
     dlq_prefix: str = "DLQ."
     shared_dlq: str = "ActiveMQ.DLQ"
+    tls: bool = False
+    ca_file: str | None = None
 
     def dlq_for(self, queue_name: str) -> str:
         """The dead-letter queue the broker itself uses for `queue_name`."""
@@ -47,12 +54,17 @@ class BrokerTarget:
         )
 
 
+SCHEMES = {"stomp": 61613, "stomp+ssl": 61612}
+
+
 def parse_broker_url(url: str, name: str | None = None) -> BrokerTarget:
     parts = urlsplit(url)
-    if parts.scheme != "stomp" or not parts.hostname:
-        raise PoisonwatchError(f"broker URL must look like stomp://HOST:PORT, got {url!r}")
+    if parts.scheme not in SCHEMES or not parts.hostname:
+        raise PoisonwatchError(
+            f"broker URL must look like stomp://HOST:PORT or stomp+ssl://HOST:PORT, got {url!r}"
+        )
     try:
-        port = parts.port or 61613
+        port = parts.port or SCHEMES[parts.scheme]
     except ValueError as exc:
         raise PoisonwatchError(f"broker URL {url!r}: bad port") from exc
     query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
@@ -64,7 +76,27 @@ def parse_broker_url(url: str, name: str | None = None) -> BrokerTarget:
         password=unquote(parts.password) if parts.password else None,
         dlq_prefix=query.get("dlq_prefix", "DLQ."),
         shared_dlq=query.get("shared_dlq", "ActiveMQ.DLQ"),
+        tls=parts.scheme == "stomp+ssl",
+        ca_file=_ca_file(query.get("ca_file"), url),
     )
+
+
+def _ca_file(value: str | None, where: str) -> str | None:
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise PoisonwatchError(f"{where}: CA file {value!r} does not exist")
+    return str(path)
+
+
+def with_ca_file(target: BrokerTarget, ca_file: str | None) -> BrokerTarget:
+    """`target` verified against `ca_file` (a CA file only makes sense with stomp+ssl)."""
+    if not ca_file:
+        return target
+    if not target.tls:
+        raise PoisonwatchError(f"broker {target.name}: a CA file needs a stomp+ssl:// URL")
+    return replace(target, ca_file=_ca_file(ca_file, f"broker {target.name}"))
 
 
 def profiles_path() -> Path:
@@ -109,12 +141,18 @@ def _target_from_entry(path: Path, name: str, entry: Any) -> BrokerTarget:
         password=password,
         dlq_prefix=str(entry.get("dlq_prefix", target.dlq_prefix)),
         shared_dlq=str(entry.get("shared_dlq", target.shared_dlq)),
+        tls=target.tls,
+        ca_file=(
+            _ca_file(str(entry["ca_file"]), f"{path}: broker {name!r}")
+            if entry.get("ca_file")
+            else target.ca_file
+        ),
     )
 
 
 def resolve_broker(spec: str) -> BrokerTarget:
-    """`spec` is a stomp:// URL or a broker name from brokers.yml."""
-    if spec.startswith("stomp://"):
+    """`spec` is a stomp:// or stomp+ssl:// URL or a broker name from brokers.yml."""
+    if spec.startswith(("stomp://", "stomp+ssl://")):
         return parse_broker_url(spec)
     profiles = load_profiles()
     if spec not in profiles:

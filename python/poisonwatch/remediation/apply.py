@@ -285,6 +285,23 @@ def _committed(engine: Any, ids: list[str]) -> set[str]:
     return {str(r[0]) for r in rows}
 
 
+def _parked_on_broker(engine: Any, broker_name: str) -> list[Any]:
+    """The ledger's committed JMS park actions on this broker: the only source of where a
+    parked message goes back to (its own properties could name any queue)."""
+    from poisonwatch.broker.actions import ParkRecord
+
+    ops = ops_database()
+    _, rows = engine.query(
+        f"select p.action_id, p.queue_name, p.holding_queue, "
+        f"date_format(p.due_at, \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'\") "
+        f"from `{ops}`.`parked_messages` p join `{ops}`.`action_log` l "
+        f"on l.action_id = p.action_id and l.run_id = p.run_id "
+        f"where p.broker_kind = 'jms' and p.broker_name = {sql_string(broker_name)} "
+        f"and l.outcome = 'applied_on_broker'"
+    )
+    return [ParkRecord(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+
+
 def _commit(
     engine: Any,
     ids: list[str],
@@ -415,8 +432,14 @@ def apply_actions(
             return result
         live_names = {a["broker_name"] for a in plan.actions if live.is_live(a)}
         if live_names:
-            live.prepare(live_names, lambda ids: _committed(engine, ids))
+            live.prepare(
+                live_names,
+                lambda ids: _committed(engine, ids),
+                lambda name: _parked_on_broker(engine, name),
+            )
             result.released = list(live.released)
+            for failure in live.release_failures:
+                console.print(f"[yellow]parked message not released:[/yellow] {terminal(failure)}")
         if not plan.actions:
             console.print("[green]Nothing to apply.[/green]")
             return result
