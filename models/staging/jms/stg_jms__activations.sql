@@ -1,5 +1,7 @@
 with source as (
-    select * from {{ source('jms', 'jms_activations') }}
+    select landed.*
+    from {{ source('jms', 'jms_activations') }} as landed
+    {{ committed_batches_filter('landed', source('ingest', 'ingested_files')) }}
 ),
 
 renamed as (

@@ -1,5 +1,7 @@
 with source as (
-    select * from {{ source('service_broker', 'ssb_queue_snapshots') }}
+    select landed.*
+    from {{ source('service_broker', 'ssb_queue_snapshots') }} as landed
+    {{ committed_batches_filter('landed', source('ingest', 'ingested_files')) }}
 ),
 
 renamed as (

@@ -9,6 +9,13 @@ the ledger `raw.ingested_files` is appended last (the commit point). A run start
 partitions of batches that never reached the ledger, so a run killed midway leaves nothing;
 it also drops the stage tables (`raw.ingest_stage_<batch>`, a chunk's validated records) such
 a run left.
+dbt reads only committed batches too (macros/utils/committed_batches_filter.sql), so a build
+between a killed run and the next one never sees the killed run's rows.
+One ingest at a time per store: a run holds a file lock beside the raw database's folder (or in
+$POISONWATCH_HOME when that folder is not on this machine) from before it drops anything until
+its commit; a second run is refused, naming the first.
+Spark reads copies made while the files were hashed (files.py), kept under the same place until
+the run commits.
 Idempotency: a file whose content hash is in the ledger is skipped. Overlapping exports: a
 record whose natural key (sql.DEDUP_KEYS) is already in the raw table, or earlier in the run, is
 dropped and counted per file (`duplicates`); only the raw rows in the new records' time range
@@ -17,8 +24,11 @@ are read for that.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
+import socket
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -32,7 +42,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from poisonwatch.config import PoisonwatchError, local_path
+from poisonwatch.config import (
+    PoisonwatchError,
+    home,
+    local_path,
+    release_file_lock,
+    take_file_lock,
+)
 from poisonwatch.ingest.files import Landing, LandingFile, prepare, scan_landing
 from poisonwatch.ingest.sql import (
     DEDUP_KEYS,
@@ -72,6 +88,9 @@ CHUNK_FILES = 200
 CHUNK_BYTES = 1 << 30
 GZ_EXPANSION = 8
 PROGRESS_MIN_FILES = 20
+# Beside the raw database's tables; names starting with `_` are no table's and no restore's.
+LOCK_FILE = "_ingest.lock"
+COPIES_FOLDER = "_ingest_copies"
 # Each file is read as one Spark partition, so line numbers are partition row indexes.
 SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
@@ -199,6 +218,64 @@ def _table(name: str) -> str:
     return f"{ident(RAW_DATABASE)}.{ident(name)}"
 
 
+class IngestBusyError(PoisonwatchError):
+    """Another ingest holds the store's ingest lock."""
+
+
+def hook_point(name: str) -> None:
+    """Tests: `POISONWATCH_CRASH_AT=<name>` kills this process with SIGKILL here;
+    `POISONWATCH_PAUSE_AT=<name>` writes the pid to $POISONWATCH_PAUSE_FILE and sleeps."""
+    if os.environ.get("POISONWATCH_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("POISONWATCH_PAUSE_AT") == name:
+        marker = os.environ.get("POISONWATCH_PAUSE_FILE")
+        if marker:
+            Path(marker).write_text(f"{os.getpid()}\n")
+        time.sleep(float(os.environ.get("POISONWATCH_PAUSE_SECONDS", "600")))
+
+
+def ingest_place(engine: Engine) -> Path:
+    """Where the run's lock and copies live: the raw database's folder when it is a folder of
+    this machine that this user may write (the local target, and the cluster on 127.0.0.1,
+    whose executors read it), else $POISONWATCH_HOME."""
+    _, rows = engine.query(f"describe database extended {ident(RAW_DATABASE)}")
+    location = next((str(r[1]) for r in rows if str(r[0]).strip().lower() == "location"), "")
+    if location.startswith("file:"):
+        folder = local_path(location)
+        if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    folder = home()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@contextmanager
+def ingest_lock(place: Path) -> Iterator[None]:
+    """Hold the store's ingest lock (`place`/_ingest.lock, an flock) for the block, or raise
+    IngestBusyError naming the run that holds it."""
+    started = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    me = f"`poisonwatch ingest` pid {os.getpid()} on {socket.gethostname()}, started {started}"
+    fh, holder = take_file_lock(place / LOCK_FILE, me)
+    if fh is None:
+        shown = " ".join(holder.split())[:300]
+        raise IngestBusyError(
+            f"another ingest is running on this store ({shown}); two at once would drop each "
+            "other's batches. Wait for it to finish and run this again."
+        )
+    try:
+        yield
+    finally:
+        release_file_lock(fh)
+
+
+def ledger_files(engine: Engine) -> tuple[set[str], set[tuple[str, int]]]:
+    """The ledger's keys, and the (path, size) of every file it holds."""
+    _, rows = engine.query(
+        f"select content_hash, source_file, file_bytes from {_table(LEDGER_TABLE)}"
+    )
+    return {str(r[0]) for r in rows}, {(str(r[1]), int(r[2] or 0)) for r in rows}
+
+
 def _ts(value: datetime) -> str:
     return f"timestamp'{value.strftime('%Y-%m-%d %H:%M:%S.%f')}'"
 
@@ -223,11 +300,6 @@ def newest_batch(engine: Engine, also: Iterable[str] = ()) -> str | None:
     _, rows = engine.query(f"select max(_batch_id) from {_table(LEDGER_TABLE)}")
     seen = [str(b) for b in [rows[0][0], *also] if b is not None and BATCH_RE.fullmatch(str(b))]
     return max(seen) if seen else None
-
-
-def ledger_hashes(engine: Engine) -> set[str]:
-    _, rows = engine.query(f"select distinct content_hash from {_table(LEDGER_TABLE)}")
-    return {str(r[0]) for r in rows}
 
 
 def drop_orphan_batches(engine: Engine) -> list[str]:
@@ -320,10 +392,15 @@ def _find_duplicates(engine: Engine, dataset: Dataset, stage: str) -> bool:
 
 def _source_sql(fid: int, f: LandingFile, dataset: Dataset, parquet_cols: dict[str, str]) -> str:
     if f.fmt == "jsonl":
-        return jsonl_source(fid, f.source, dataset)
+        return jsonl_source(fid, f.read_source, dataset)
     if f.fmt == "csv":
-        return csv_source(fid, f.source, dataset, f.csv_header or [], f.open_last_line)
-    return parquet_source(fid, f.source, dataset, parquet_cols)
+        return csv_source(fid, f.read_source, dataset, f.csv_header or [], f.open_last_line)
+    return parquet_source(fid, f.read_source, dataset, parquet_cols)
+
+
+def _named(text: str, f: LandingFile) -> str:
+    """An error text about the copy of `f`, naming the landing file instead."""
+    return text.replace(f.read_source, f.source) if f.copy is not None else text
 
 
 def load_chunk(
@@ -397,7 +474,8 @@ def load_files(
         return load_chunk(engine, dataset, files, parquet_cols, batch_id, now)
     except ChunkReadError as exc:
         if len(files) == 1:
-            return [FileResult(file=files[0], failure=f"unreadable file: {exc}")]
+            failure = f"unreadable file: {_named(str(exc), files[0])}"
+            return [FileResult(file=files[0], failure=failure)]
     results: list[FileResult] = []
     for f in files:
         results.extend(load_files(engine, dataset, [f], parquet_cols, batch_id, now))
@@ -420,7 +498,7 @@ def chunks(files: Sequence[LandingFile]) -> Iterator[list[LandingFile]]:
 
 
 def parquet_schema(engine: Engine, f: LandingFile) -> dict[str, str]:
-    _, rows = engine.query(f"describe query select * from {sql_path('parquet', f.source)}")
+    _, rows = engine.query(f"describe query select * from {sql_path('parquet', f.read_source)}")
     return {str(r[0]): str(r[1]) for r in rows}
 
 
@@ -515,24 +593,48 @@ def ingest(engine: Engine, landing: Path, console: Console | None = None) -> Ing
     summary = IngestSummary(landing=root, batch_id="")
     console = console or Console(stderr=True)
     with session_conf(engine, SESSION_CONF), quiet_spark_log(engine):
-        drop_stale_stages(engine, ensure_tables(engine))
-        summary.cleaned_batches = drop_orphan_batches(engine)
-        summary.batch_id = new_batch_id(now, newest_batch(engine, summary.cleaned_batches))
-        found = scan_landing(root)
-        summary.unknown_folders, summary.ignored = found.unknown_folders, found.ignored
-        show = len(found.files) >= PROGRESS_MIN_FILES
-        with _progress(console) as progress:
-            task = progress.add_task("hashing", total=len(found.files), visible=show)
-            prepare(found, lambda _f: progress.advance(task))
-            to_load, failed = _plan(found, ledger_hashes(engine), summary)
-            task = progress.add_task("loading", total=len(to_load), visible=show)
-            loaded = _load_all(engine, to_load, failed, summary.batch_id, now, progress, task)
-        results = loaded + failed
-        _record(summary, results)
-        _write_file_rejects(engine, failed, summary.batch_id, now)
-        _write_ledger(engine, results, summary.batch_id, now)
+        raw_tables = ensure_tables(engine)
+        place = ingest_place(engine)
+        with ingest_lock(place):
+            hook_point("ingest_locked")
+            drop_stale_stages(engine, raw_tables)
+            summary.cleaned_batches = drop_orphan_batches(engine)
+            summary.batch_id = new_batch_id(now, newest_batch(engine, summary.cleaned_batches))
+            # Copies left by killed runs go too: only the run holding the lock uses them.
+            shutil.rmtree(place / COPIES_FOLDER, ignore_errors=True)
+            copies = place / COPIES_FOLDER / summary.batch_id
+            try:
+                _run(engine, root, copies, summary, now, console)
+            finally:
+                shutil.rmtree(copies, ignore_errors=True)
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _run(
+    engine: Engine,
+    root: Path,
+    copies: Path,
+    summary: IngestSummary,
+    now: datetime,
+    console: Console,
+) -> None:
+    """Scan, hash and copy, load, and commit (the ledger, last)."""
+    found = scan_landing(root)
+    summary.unknown_folders, summary.ignored = found.unknown_folders, found.ignored
+    show = len(found.files) >= PROGRESS_MIN_FILES
+    done, loaded_files = ledger_files(engine)
+    with _progress(console) as progress:
+        task = progress.add_task("hashing", total=len(found.files), visible=show)
+        prepare(found, copies, done, loaded_files, lambda _f: progress.advance(task))
+        to_load, failed = _plan(found, done, summary)
+        task = progress.add_task("loading", total=len(to_load), visible=show)
+        loaded = _load_all(engine, to_load, failed, summary.batch_id, now, progress, task)
+    results = loaded + failed
+    _record(summary, results)
+    _write_file_rejects(engine, failed, summary.batch_id, now)
+    hook_point("ingest_before_ledger")
+    _write_ledger(engine, results, summary.batch_id, now)
 
 
 def _load_all(
@@ -573,7 +675,8 @@ def _check_parquet(
         try:
             cols = parquet_schema(engine, f)
         except Exception as exc:
-            failed.append(FileResult(file=f, failure=f"unreadable file: {error_text(exc)}"))
+            failure = f"unreadable file: {_named(error_text(exc), f)}"
+            failed.append(FileResult(file=f, failure=failure))
             continue
         problem = parquet_problems(dataset, cols)
         if problem is not None:
