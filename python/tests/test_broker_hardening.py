@@ -64,13 +64,16 @@ def test_a_property_name_with_a_line_break_cannot_move_the_message(
     broker: ActiveMQ, client: StompClient
 ) -> None:
     target = parse_broker_url(broker.url)
-    # ActiveMQ decodes `\n` in a STOMP 1.2 header name: the property's name holds a line break.
+    # ActiveMQ decodes `\n` in a STOMP 1.2 header name, so the property's name holds a line
+    # break; stomp-py writes header names unescaped and sorted, and ActiveMQ keeps the first of
+    # two `destination:` lines: copied as it is, this name would send the message to h.stolen.
+    injected = "a\ndestination"
     _raw_send(
         client,
         "/queue/h.inj",
         b"hostile",
         **{
-            "evil\\ndestination": "/queue/h.stolen",
+            "a\\ndestination": "/queue/h.stolen",
             "ok_name": "kept",
             "bad-name": "x",
             "poisonwatch_forged": "x",
@@ -78,7 +81,7 @@ def test_a_property_name_with_a_line_break_cannot_move_the_message(
         },
     )
     (msg,) = list(client.browse("h.inj"))
-    assert "evil\ndestination" in msg.properties
+    assert msg.properties[injected] == "/queue/h.stolen"
     out = execute(
         client, target, LiveAction("act-inj", "dead_letter", target.name, "h.inj", msg.message_id)
     )
@@ -89,7 +92,7 @@ def test_a_property_name_with_a_line_break_cannot_move_the_message(
     assert not {"bad-name", "poisonwatch_forged", "poisonwatch_park_queue"} & set(moved.properties)
     assert not [k for k in moved.properties if "\n" in k]
     assert json.loads(moved.properties["poisonwatch_dropped_properties"]) == sorted(
-        ["bad-name", "evil\ndestination", "poisonwatch_forged"]
+        ["bad-name", injected, "poisonwatch_forged"]
     )
     assert moved.original_queue == "h.inj"
     client.sync()  # the connection is still fine

@@ -31,6 +31,7 @@ from poisonwatch.broker.client import (
     BrokerMessage,
     StompClient,
     list_queues_apart,
+    queue_name_problem,
 )
 from poisonwatch.broker.profiles import BrokerTarget
 from poisonwatch.config import PoisonwatchError, home
@@ -67,6 +68,8 @@ class CollectResult:
     per_queue: dict[str, int] = field(default_factory=dict)
     listed: bool = False
     error: str | None = None
+    # Listed or named queues not browsed: their names do not name exactly one queue.
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def iso(ts: dt.datetime) -> str:
@@ -171,6 +174,12 @@ def collect_once(
                 "dead-letter queues are browsed too)"
             ) from exc
     result.listed = listed is not None
+    if listed is not None:
+        for name in listed:
+            problem = queue_name_problem(name)
+            if problem:
+                result.skipped[name] = problem
+        listed = [n for n in listed if n not in result.skipped]
     now = dt.datetime.now(dt.UTC)
     snapshot_at = iso(now)
     stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
@@ -236,3 +245,5 @@ def print_result(result: CollectResult, console: Console | None = None) -> None:
     )
     for queue_name, n in sorted(result.per_queue.items()):
         console.print(f"  {terminal(queue_name)}: {n}")
+    for problem in sorted(result.skipped.values()):
+        console.print(f"  [yellow]not browsed:[/yellow] {terminal(problem)}")

@@ -79,9 +79,9 @@ COLUMNS = (
 MAX_TEXT = 4000
 try:
     import fcntl
-except ImportError:  # not on Windows: a dead writer is then told by its PID
+except ImportError:  # Windows: no advisory locks, so no telling a dead writer's buffer
     fcntl = None  # type: ignore[assignment]
-_TMP_NAME = re.compile(r"\.(?P<name>.+-(?P<pid>\d+)-[0-9a-f]*-\d+T\d+-\d+\.jsonl)\.tmp\Z")
+_TMP_NAME = re.compile(r"\.(?P<name>[^/]+\.jsonl)\.tmp\Z")
 
 
 class TemporarilyUnavailable(Exception):  # noqa: N818 (seed 002's name)
@@ -268,23 +268,13 @@ class AttemptRecorder:
         self._fh = None
 
 
-def _writer_alive(tmp: Path) -> bool:
-    match = _TMP_NAME.match(tmp.name)
-    if not match:
-        return True  # not a name this kit writes: leave it alone
-    try:
-        os.kill(int(match["pid"]), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
 def recover_buffers(folder: Path) -> list[Path]:
     """Rename the `.tmp` buffers of dead writers to their complete names (cut after the last
-    whole record; an empty one is removed); returns the files recovered."""
-    out = []
+    whole record; an empty one is removed); returns the files recovered. Without `fcntl`
+    (Windows) nothing is recovered: a live writer could not be told from a dead one."""
+    out: list[Path] = []
+    if fcntl is None:
+        return out
     for tmp in sorted(folder.glob(".*.jsonl.tmp")):
         match = _TMP_NAME.match(tmp.name)
         if not match:
@@ -294,13 +284,10 @@ def recover_buffers(folder: Path) -> list[Path]:
         except FileNotFoundError:
             continue  # another recorder took it
         with fh:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    continue  # its writer is alive
-            elif _writer_alive(tmp):
-                continue
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its writer is alive
             try:
                 if os.stat(tmp).st_ino != os.fstat(fh.fileno()).st_ino:
                     continue  # renamed by another recorder before we locked it
