@@ -8,7 +8,7 @@
     provided array<string> column) names the policy that asked for the action, and
     `key_message_id` replaces message_id in the key (a DLQ holds one copy per queue a
     multicast message was routed to, all with one JMSMessageID: a retry is keyed by message
-    id and original queue).
+    id and original queue); it is a part built from key_text parts, not escaped again.
 -#}
 {% macro remediation_action_columns(provided, key_message_id=none) -%}
     {%- if provided is string or provided is mapping or provided | length == 0 -%}
@@ -76,14 +76,16 @@
             name: 'cast(' ~ (name if name in provided else absent) ~ ' as ' ~ type ~ ')'
         }) -%}
     {%- endfor -%}
-    {%- set key_message = key_message_id if key_message_id is not none else typed['message_id'] -%}
+    {%- set key_message = {'encoded': key_message_id} if key_message_id is not none
+        else typed['message_id'] -%}
     {{ poisonwatch.surrogate_key([
         typed['action_type'], typed['broker_kind'], typed['server_name'],
         typed['database_name'], typed['broker_name'], typed['queue_name'],
         typed['conversation_handle'], typed['message_sequence_number'], key_message,
         typed['consumer_id'], typed['activation_id'], typed['purge_scope'],
         typed['purge_before'],
-        "concat_ws('|', transform(cast(policy_keys as array<string>), k -> coalesce(k, '_null_')))",
+        {'encoded': "concat_ws('|', transform(cast(policy_keys as array<string>), k -> coalesce("
+            ~ poisonwatch.key_text('k') ~ ", '_null_')))"},
     ]) }} as action_id
     {%- for name, type, absent in contract %},
     {{ typed[name] }} as {{ name }}

@@ -191,8 +191,9 @@ final as (
             ],
             key_message_id="case
                 when action_type = 'retry_from_dlq' and orig_queue is not null
-                    then concat(message_id, '|', orig_queue)
-                else message_id
+                    then concat(" ~ poisonwatch.key_text('message_id') ~ ", '|', "
+                    ~ poisonwatch.key_text('orig_queue') ~ ")
+                else " ~ poisonwatch.key_text('message_id') ~ "
             end"
         ) }}
     from actions
