@@ -222,7 +222,7 @@ def test_concurrent_apply_is_refused(store: dict[str, str], tmp_path: Path) -> N
 
 
 def test_lease_of_another_host_is_refused(store: dict[str, str]) -> None:
-    """The cluster path: no shared file lock, the lease row in apply_leases decides."""
+    """The cluster path: no shared file lock, the newest lease token in the store decides."""
     result = run_py(
         """
         import json
@@ -230,18 +230,21 @@ def test_lease_of_another_host_is_refused(store: dict[str, str]) -> None:
         from poisonwatch.warehouse.engine import connect
         from poisonwatch.remediation.plan import Filters
         from poisonwatch.remediation.ledger import (
-            ApplyBusyError, ApplyLock, ensure_ops_tables, sql_string, utcnow)
+            TOKEN_COLUMNS, ApplyBusyError, ApplyLock, ensure_ops_tables, lease_tokens)
         with connect("local") as e:
             ensure_ops_tables(e)
-            e.execute("insert into poisonwatch_ops.apply_leases values ('other-lease', "
-                      f"'acquire', 'another-host', 4242, 'cluster', {sql_string(utcnow())})")
+            token = f"poisonwatch_ops.apply_lease_{max(lease_tokens(e), default=0) + 1:010d}"
+            cols = ", ".join(f"{n} {t}" for n, t in TOKEN_COLUMNS)
+            e.execute(f"create table {token} ({cols}) using parquet")
+            e.execute(f"insert into {token} select 'acquire', 'other-lease', 'another-host', "
+                      "4242, 'boot:4242:1', 'cluster', current_timestamp()")
             try:
                 apply_actions(e, Filters(), yes=True, lock=ApplyLock())
                 outcome = "applied"
             except ApplyBusyError as exc:
                 outcome = str(exc)
-            e.execute("insert into poisonwatch_ops.apply_leases values ('other-lease', "
-                      f"'release', 'another-host', 4242, null, {sql_string(utcnow())})")
+            e.execute(f"insert into {token} select 'release', 'other-lease', 'another-host', "
+                      "4242, 'boot:4242:1', null, current_timestamp()")
             applied = e.scalar("select count(*) from poisonwatch_ops.action_log")
         print("@@" + json.dumps({"outcome": outcome, "applied": applied}))
         """,

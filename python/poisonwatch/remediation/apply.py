@@ -1,7 +1,7 @@
 """`poisonwatch apply`: apply pending remediation actions with Spark, exactly once.
 
 A run (see ledger.py for the protocol):
-1. take the apply lock (file lock + lease row) — a second apply refuses;
+1. take the apply lock (file lock + lease token of the store) — a second apply refuses;
 2. recover: drop effect partitions of runs that never committed, move their scripts aside;
 3. read the pending, non-review actions (mart `remediation_actions` minus `action_log`);
 4. per batch, with a fresh run_id: append every effect table's rows for the batch (partition
@@ -513,6 +513,8 @@ def apply_actions(
                 result.scripts += _write_run_files(
                     [a for a in batch if a["action_id"] not in outcomes], run_id
                 )
+                # The fencing check: a lease taken over meanwhile stops this run uncommitted.
+                lock.check_lease()
                 crash_point("before_commit")
                 with crash_during("action_log"):
                     _commit(engine, ids + failed, run_id, at, on_broker, failed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import re
 import signal
 import socket
 import threading
@@ -146,6 +147,8 @@ ACTION_LOG_COLUMNS = [
     ("applied_at", "timestamp"),
     ("outcome", "string"),
 ]
+# The lease rows of earlier versions (by client time): still created, so stores and the dbt hook
+# that creates it agree, but no longer read or written (see ApplyLock).
 LEASE_COLUMNS = [
     ("lease_id", "string"),
     ("event", "string"),
@@ -163,11 +166,29 @@ REPLAY_REQUEST_COLUMNS = [
     ("requested_at", "timestamp"),
     ("note", "string"),
 ]
-LEASE_TTL = dt.timedelta(hours=2)
+# How long a lease lives without renewal, by the store's clock; the holder renews it four times
+# as often. POISONWATCH_APPLY_LEASE_SECONDS changes it (tests).
+LEASE_TTL = dt.timedelta(minutes=10)
+# One table per lease token: `create table` of a name that exists fails in the metastore, so the
+# store hands out each token to one apply only.
+TOKEN_TABLE_PREFIX = "apply_lease_"
+TOKEN_COLUMNS = [
+    ("event", "string"),
+    ("lease_id", "string"),
+    ("host", "string"),
+    ("pid", "int"),
+    ("process", "string"),
+    ("target", "string"),
+    ("at", "timestamp"),
+]
 
 
 class ApplyBusyError(PoisonwatchError):
     """Another `poisonwatch apply` holds the apply lock."""
+
+
+class ApplyLeaseLostError(PoisonwatchError):
+    """This apply's lease was taken over (it went unrenewed past its period): stop uncommitted."""
 
 
 def ops_database() -> str:
@@ -189,7 +210,11 @@ def sql_string(value: Any) -> str:
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    """This client's time (naive UTC). Tests skew it with POISONWATCH_TEST_CLOCK_OFFSET_SECONDS,
+    as a machine with a wrong clock would be: the apply lease must not depend on it."""
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    offset = os.environ.get("POISONWATCH_TEST_CLOCK_OFFSET_SECONDS")
+    return now + dt.timedelta(seconds=float(offset)) if offset else now
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -330,60 +355,136 @@ def crash_during(name: str) -> Iterator[None]:
 # --- the apply lock ---------------------------------------------------------------------------
 
 
-def _pid_alive(pid: int) -> bool:
+def lease_ttl() -> dt.timedelta:
+    raw = os.environ.get("POISONWATCH_APPLY_LEASE_SECONDS")
+    return dt.timedelta(seconds=float(raw)) if raw else LEASE_TTL
+
+
+def _boot_id() -> str:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
 
 
-def _process_started_at(pid: int) -> dt.datetime | None:
-    """When process `pid` started (naive UTC), from /proc on Linux; None where unknown."""
+def _start_ticks(pid: int) -> int | None:
+    """When process `pid` started (clock ticks after boot), from /proc; None when it is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = next(
-            int(line.split()[1])
-            for line in Path("/proc/stat").read_text().splitlines()
-            if line.startswith("btime ")
-        )
-        # Field 22 (starttime, clock ticks after boot); the command name (field 2) may hold
-        # spaces, so count from its closing parenthesis.
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])
-        seconds = boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+    except OSError:
         return None
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).replace(tzinfo=None)
+    # The command name (field 2) may hold spaces: count from its closing parenthesis.
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else int(fields[19])
 
 
-def _lease_holder_alive(pid: int, leased_at: dt.datetime | str | None) -> bool:
-    """Whether the local process that took a lease at `leased_at` still runs. A pid is reused
-    (pid_max is small and every JVM thread takes one), so a live pid whose process started
-    after the lease was taken is another process: the apply that took it has died."""
-    if not _pid_alive(pid):
-        return False
-    started = _process_started_at(pid)
-    if isinstance(leased_at, str):  # the Thrift server returns timestamps as text
-        try:
-            leased_at = dt.datetime.fromisoformat(leased_at)
-        except ValueError:
-            leased_at = None
-    if started is None or not isinstance(leased_at, dt.datetime):
+def process_identity(pid: int | None = None) -> str:
+    """`<boot id>:<pid>:<start ticks>`: one process of one boot of this machine (a pid alone is
+    reused: pid_max is small and every JVM thread takes one). No clock is involved."""
+    pid = os.getpid() if pid is None else pid
+    return f"{_boot_id()}:{pid}:{_start_ticks(pid)}"
+
+
+def _holder_alive(identity: str | None) -> bool:
+    """Whether the process a lease row names (on this host) still runs; True when unknown."""
+    try:
+        boot, pid, ticks = str(identity).rsplit(":", 2)
+        pid_number = int(pid)
+    except ValueError:
         return True
-    return started <= leased_at.replace(tzinfo=None) + dt.timedelta(seconds=2)
+    if boot != _boot_id():
+        return boot == "unknown"  # another boot of this host: that process has ended
+    return str(_start_ticks(pid_number)) == ticks
+
+
+def _token_table(token: int) -> str:
+    return f"{TOKEN_TABLE_PREFIX}{token:010d}"
+
+
+_TOKEN_NAME = re.compile(rf"^{TOKEN_TABLE_PREFIX}(\d{{10}})$")
+
+
+def lease_tokens(engine: Any) -> list[int]:
+    """The lease tokens the store handed out (one table each), oldest first."""
+    _, rows = engine.query(f"show tables in `{ops_database()}` like '{TOKEN_TABLE_PREFIX}*'")
+    found = (_TOKEN_NAME.match(str(r[1])) for r in rows if len(r) > 1)
+    return sorted(int(m.group(1)) for m in found if m)
+
+
+def _already_exists(exc: Exception) -> bool:
+    return "already exists" in str(exc).lower() or "ALREADY_EXISTS" in str(exc)
+
+
+@dataclass
+class LeaseHolder:
+    """What the store says of one lease token: its holder and whether it still holds it."""
+
+    token: int
+    host: str | None
+    pid: int | None
+    process: str | None
+    since: Any
+    released: bool
+    idle_seconds: float | None  # since its last acquire/renew row, by the store's clock
+    observed_seconds: float | None  # since an empty token table was first seen, likewise
+
+
+def read_lease(engine: Any, token: int) -> LeaseHolder | None:
+    """Lease `token` as its table holds it; None when the table is gone (dropped meanwhile)."""
+    table = f"`{ops_database()}`.`{_token_table(token)}`"
+    now = "unix_micros(current_timestamp())"
+    try:
+        _, rows = engine.query(
+            "select max(case when event = 'release' then 1 else 0 end), "
+            f"({now} - unix_micros(max(case when event in ('acquire', 'renew') then at end)))"
+            " / 1e6, "
+            f"({now} - unix_micros(min(case when event = 'observed' then at end))) / 1e6, "
+            "max(case when event = 'acquire' then host end), "
+            "max(case when event = 'acquire' then pid end), "
+            "max(case when event = 'acquire' then process end), "
+            f"max(case when event = 'acquire' then at end) from {table}"
+        )
+    except Exception as exc:
+        if token not in lease_tokens(engine):
+            return None
+        raise PoisonwatchError(f"could not read the apply lease {table}: {exc}") from exc
+    released, idle, observed, host, pid, process, since = rows[0]
+    return LeaseHolder(
+        token=token,
+        host=host,
+        pid=None if pid is None else int(pid),
+        process=process,
+        since=since,
+        released=bool(released),
+        idle_seconds=None if idle is None else float(idle),
+        observed_seconds=None if observed is None else float(observed),
+    )
 
 
 class ApplyLock:
-    """Exclusive: a file lock under $POISONWATCH_HOME (same machine) plus a lease row in
-    `apply_leases` (any machine sharing the warehouse, e.g. the cluster target)."""
+    """Exclusive: a file lock under $POISONWATCH_HOME (same machine) plus a lease in the warehouse
+    (any machine sharing it, e.g. the cluster target).
+
+    The lease is ordered by the store, never by a client's clock: the store hands out each lease
+    token once (the table `apply_lease_<token>`, whose `create table` fails for every apply but
+    one), and the holder's rows carry the store's `current_timestamp()`. A token is taken only
+    after the newest one was released, went unrenewed for the lease period by the store's clock
+    (both times read in one query), or names a process of this host that has ended. The holder
+    renews from a thread of its own; before each commit, apply checks that no newer token exists
+    (a fencing token), so an apply whose lease was taken over stops before committing."""
 
     def __init__(self) -> None:
         self.path = home() / "apply.lock"
         self.handle: Any = None
         self.lease_id = uuid.uuid4().hex
         self.engine: Any = None
+        self.target = ""
+        self.token: int | None = None
+        self.lost: str | None = None
+        self._renewer: threading.Thread | None = None
+        self._renew_engine: Any = None
+        self._stop = threading.Event()
+        self._renewed = 0.0  # time.monotonic() of the last renewal the store accepted
 
     def acquire_file(self) -> None:
         started = utcnow().strftime("%Y-%m-%d %H:%M:%SZ")
@@ -397,44 +498,140 @@ class ApplyLock:
             )
         self.handle = fh
 
+    # -- the lease ------------------------------------------------------------------------
+
+    def _free(self, engine: Any, holder: LeaseHolder) -> bool:
+        ttl = lease_ttl().total_seconds()
+        if holder.released:
+            return True
+        if holder.idle_seconds is None:  # created, no acquire row yet (or its creator died)
+            if holder.observed_seconds is None:
+                self._insert(engine, holder.token, "observed")
+                return False
+            return holder.observed_seconds > ttl
+        if holder.host == socket.gethostname() and not _holder_alive(holder.process):
+            return True  # a local apply that died (kill -9): its lease is stale
+        return holder.idle_seconds > ttl
+
+    def _busy(self, holder: LeaseHolder | None) -> ApplyBusyError:
+        who = (
+            f"pid {holder.pid} on {holder.host}, since {holder.since}"
+            if holder is not None and holder.host is not None
+            else "an apply that is taking it now"
+        )
+        return ApplyBusyError(
+            f"another `poisonwatch apply` holds the apply lease ({who}); two applies at once are "
+            f"refused. Wait for it to finish and run this again (a lease that is not renewed "
+            f"expires after {lease_ttl()})."
+        )
+
+    def _insert(self, engine: Any, token: int, event: str) -> None:
+        engine.execute(
+            f"insert into `{ops_database()}`.`{_token_table(token)}` select {sql_string(event)}, "
+            f"{sql_string(self.lease_id)}, {sql_string(socket.gethostname())}, {os.getpid()}, "
+            f"{sql_string(process_identity())}, {sql_string(self.target)}, current_timestamp()"
+        )
+
     def acquire_lease(self, engine: Any, target: str) -> None:
+        """Take the newest lease token or raise ApplyBusyError; then renew it until released."""
         ops = ops_database()
         self.engine = engine
-        now = utcnow()
-        host = socket.gethostname()
-        engine.execute(
-            f"insert into `{ops}`.`apply_leases` values ({sql_string(self.lease_id)}, 'acquire', "
-            f"{sql_string(host)}, {os.getpid()}, {sql_string(target)}, {sql_string(now)})"
-        )
-        _, rows = engine.query(
-            f"select a.lease_id, a.host, a.pid, a.at from `{ops}`.`apply_leases` a "
-            f"left anti join (select lease_id from `{ops}`.`apply_leases` "
-            f"where event = 'release') r "
-            f"on a.lease_id = r.lease_id "
-            f"where a.event = 'acquire' and a.at > {sql_string(now - LEASE_TTL)} "
-            f"order by a.at, a.lease_id"
-        )
-        for lease_id, lease_host, pid, at in rows:
-            if lease_id == self.lease_id:
+        self.target = target
+        columns = ", ".join(f"`{name}` {type_}" for name, type_ in TOKEN_COLUMNS)
+        skip = 0
+        for _ in range(5):
+            tokens = lease_tokens(engine)
+            newest = max(tokens, default=0)
+            if newest:
+                holder = read_lease(engine, newest)
+                if holder is None:
+                    continue  # dropped while we looked: look again
+                if not self._free(engine, holder):
+                    raise self._busy(holder)
+            mine = max(newest + 1, skip)
+            try:
+                engine.execute(
+                    f"create table `{ops}`.`{_token_table(mine)}` ({columns}) using parquet"
+                )
+            except Exception as exc:
+                if not _already_exists(exc):
+                    raise
+                if mine in lease_tokens(engine):
+                    continue  # another apply took this token first: see who holds it
+                skip = mine + 1  # a folder left by a dropped table: the next token
+                continue
+            self.token = mine
+            self._insert(engine, mine, "acquire")
+            self._renewed = time.monotonic()
+            for old in tokens:
+                if old < mine - 1:  # keep the previous one to read; older ones go
+                    with contextlib.suppress(Exception):
+                        engine.execute(f"drop table if exists `{ops}`.`{_token_table(old)}`")
+            self._start_renewer(engine)
+            return
+        raise self._busy(None)
+
+    def _start_renewer(self, engine: Any) -> None:
+        from poisonwatch.warehouse.engine import ThriftEngine
+
+        if isinstance(engine, ThriftEngine):
+            from poisonwatch.config import load_profile
+
+            # A Thrift connection is not shared between threads: the renewer has its own.
+            self._renew_engine = ThriftEngine(engine.target, load_profile(engine.target))
+        else:
+            self._renew_engine = engine
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew_loop, name="apply-lease", daemon=True)
+        self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        interval = lease_ttl().total_seconds() / 4
+        while not self._stop.wait(interval):
+            token = self.token
+            if token is None:
                 return
-            if lease_host == host and pid is not None and not _lease_holder_alive(int(pid), at):
-                continue  # a local apply that died (kill -9): its lease is stale
-            self.release_lease()
-            raise ApplyBusyError(
-                f"another `poisonwatch apply` holds the apply lease (pid {pid} on {lease_host}, "
-                f"since {at}); two applies at once are refused. Wait for it to finish and run "
-                f"this again (a lease expires after {LEASE_TTL})."
+            try:
+                # One insert only: check_lease, before each commit, looks for a newer token.
+                self._insert(self._renew_engine, token, "renew")
+                self._renewed = time.monotonic()
+            except Exception as exc:
+                if time.monotonic() - self._renewed > lease_ttl().total_seconds():
+                    self.lost = f"could not renew the apply lease for {lease_ttl()}: {exc}"
+                    return
+
+    def check_lease(self) -> None:
+        """Raise ApplyLeaseLostError unless this apply still holds the newest lease token (call
+        right before a commit)."""
+        if self.engine is None or self.token is None:
+            return
+        if self.lost is None:
+            if max(lease_tokens(self.engine), default=0) != self.token:
+                self.lost = f"lease token {self.token} was taken over by a newer apply"
+            elif time.monotonic() - self._renewed > lease_ttl().total_seconds():
+                # Nobody took it yet, but anyone may now: committing could overlap another apply.
+                self.lost = f"the apply lease went unrenewed for more than {lease_ttl()}"
+        if self.lost is not None:
+            raise ApplyLeaseLostError(
+                f"this apply lost its lease ({self.lost}); it stopped before committing the "
+                "batch it was on. Everything committed before stays; run apply again."
             )
 
     def release_lease(self) -> None:
         if self.engine is None:
             return
-        with contextlib.suppress(Exception):
-            self.engine.execute(
-                f"insert into `{ops_database()}`.`apply_leases` values "
-                f"({sql_string(self.lease_id)}, 'release', {sql_string(socket.gethostname())}, "
-                f"{os.getpid()}, null, {sql_string(utcnow())})"
-            )
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join(timeout=60)
+            self._renewer = None
+        if self._renew_engine is not None and self._renew_engine is not self.engine:
+            with contextlib.suppress(Exception):
+                self._renew_engine.close()
+        self._renew_engine = None
+        if self.token is not None:
+            with contextlib.suppress(Exception):
+                self._insert(self.engine, self.token, "release")
+        self.token = None
         self.engine = None
 
     def release(self) -> None:
