@@ -4,6 +4,7 @@ Everything comes from the pyspark installation (`bin/spark-class`, `bin/spark-su
 downloaded. The cluster keeps its own state under `$POISONWATCH_HOME/cluster/`:
 
     cluster/state.json     what runs where (ports, URLs, pids), written by `start`
+    cluster/conf/          spark-defaults.conf (mode 0600: the cluster's shared secret) and logging
     cluster/run/*.pid      one pid file per process (master, worker-N, thrift)
     cluster/logs/*.log     the stdout/stderr of each process
     cluster/warehouse/     the cluster's Spark warehouse (Parquet tables)
@@ -14,6 +15,14 @@ The embedded `local` target keeps its own warehouse and metastore in `$POISONWAT
 two never fight over one Derby database. Clients reach the cluster only through the Thrift server
 (target `cluster` in profiles.yml, PyHive, dbt-spark `method: thrift`, beeline).
 
+The master, the workers, their executors and the Thrift server's driver authenticate each other
+with Spark's shared secret (`spark.authenticate`), a new one for each `start`, read from
+conf/spark-defaults.conf (never from a command line, which every local user can read). Every
+process listens on 127.0.0.1 only: the master's RPC and web UI ports, the workers' RPC and web UI
+ports (the UIs without kill links), the executors' and the driver's RPC and block-manager ports,
+the Thrift server's JDBC port and its application UI. The web UIs and the JDBC port have no login:
+they are for the users of this machine.
+
 Each process is started in a session of its own (its pid is its process group id); `stop` ends each
 group, which takes the executors the workers forked with it, and checks that nothing is left.
 """
@@ -23,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -328,6 +338,28 @@ logger.hive_metastore.level = warn
 """
 
 
+def write_spark_defaults(layout: Layout) -> Path:
+    """conf/spark-defaults.conf with a new shared secret, readable by its owner only. Master,
+    workers and spark-submit all read it from SPARK_CONF_DIR; the workers hand the secret to
+    their executors in the environment."""
+    layout.conf.mkdir(parents=True, exist_ok=True)
+    layout.conf.chmod(0o700)
+    path = layout.conf / "spark-defaults.conf"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(
+            "# Written by `poisonwatch cluster start`: every process of this cluster, and only\n"
+            "# they, hold this secret.\n"
+            "spark.authenticate true\n"
+            f"spark.authenticate.secret {secrets.token_hex(32)}\n"
+            "spark.ui.killEnabled false\n"
+        )
+    tmp.replace(path)
+    return path
+
+
 def _base_env(layout: Layout, settings: Settings, sh: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
     env.update(
@@ -491,6 +523,7 @@ def start(workers: int | None = None, timeout: float = 300.0) -> State:
         for old in layout.run.glob("*.pid"):
             old.unlink()
         (layout.conf / "log4j2.properties").write_text(_LOG4J)
+        write_spark_defaults(layout)
         env = _base_env(layout, settings, sh)
         master_url = f"spark://{LOOPBACK}:{settings.master_port}"
         master_ui = f"http://{LOOPBACK}:{settings.master_ui_port}"
