@@ -13,7 +13,9 @@
 --    copy it for each queue) and dbo.poisonwatch_ssb_queue_states. Write them as .jsonl files:
 --
 --      bcp "SELECT line FROM Expenses.dbo.poisonwatch_ssb_receive_attempts" queryout
---          landing/ssb_receive_attempts/attempts-20260101T0000.jsonl -c -T -S myserver
+--          landing/ssb_receive_attempts/attempts-20260101T0000.jsonl -c -C 65001 -T -S myserver
+--
+--    (-C 65001: the files are UTF-8, as the landing reads them; names in other scripts survive.)
 --
 --    FOR JSON writes varbinary as base64 (message_body), bit as true/false, NULLs as null
 --    (INCLUDE_NULL_VALUES), times as ISO-8601 with a Z (style 126 of a UTC datetime2).
@@ -21,6 +23,8 @@
 -- RECEIVE and END CONVERSATION run through sys.sp_executesql with parameters (as the scripts
 -- poisonwatch generates do): the same statements, and a file every T-SQL parser reads.
 -- Replace ExpenseQueue / ProcessExpenseMessage with your queue and your processing procedure.
+-- Run it like poisonwatch's scripts: sqlcmd -S <server> -d <database> -E -b -x -f 65001 -i <file>
+-- (-x: no sqlcmd variable substitution; -f 65001: the file is UTF-8 without a byte-order mark).
 
 CREATE TABLE dbo.poison_message_details (
     incident_id INT IDENTITY (1, 1) NOT NULL PRIMARY KEY,

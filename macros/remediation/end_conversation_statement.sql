@@ -1,7 +1,8 @@
 {#- SQL expression: the T-SQL that ends a Service Broker conversation with an error, then runs the
     policy's clean-up procedure (seed 000's ClearMessageTracking), both in the queue's database
     (tsql_database_context). Values travel as sp_executesql
-    parameters; the handle must be a GUID and the error code positive, else the result is null. -#}
+    parameters (the description through a variable, as its inert literal is an expression);
+    the handle must be a GUID and the error code positive, else the result is null. -#}
 {% macro end_conversation_statement(database_name, conversation_handle, error_code, error_description, cleanup_procedure=none) -%}
     {% set procedure = cleanup_procedure if cleanup_procedure is not none else var('sb_cleanup_procedure', 'dbo.ClearMessageTracking') %}
     {% if procedure is not string %}
@@ -22,11 +23,12 @@
             and {{ poisonwatch.tsql_database_context(database_name) }} is not null
         then concat(
             {{ poisonwatch.tsql_database_context(database_name) }},
-            {{ poisonwatch.remediation_text("EXEC @sp_executesql\n    N'END CONVERSATION @conversation_handle WITH ERROR = @error_code DESCRIPTION = @error_description;',\n    N'@conversation_handle UNIQUEIDENTIFIER, @error_code INT, @error_description NVARCHAR(3000)',\n    @conversation_handle = ") }},
+            {{ poisonwatch.remediation_text("DECLARE @error_description NVARCHAR(3000) = ") }},
+            {{ poisonwatch.tsql_string_literal("coalesce(" ~ error_description ~ ", 'Unable to process message.')", 3000) }},
+            {{ poisonwatch.remediation_text(";\nEXEC @sp_executesql\n    N'END CONVERSATION @conversation_handle WITH ERROR = @error_code DESCRIPTION = @error_description;',\n    N'@conversation_handle UNIQUEIDENTIFIER, @error_code INT, @error_description NVARCHAR(3000)',\n    @conversation_handle = ") }},
             {{ poisonwatch.tsql_string_literal(handle) }},
             {{ poisonwatch.remediation_text(",\n    @error_code = ") }}, cast({{ code }} as {{ dbt.type_string() }}),
-            {{ poisonwatch.remediation_text(",\n    @error_description = ") }},
-            {{ poisonwatch.tsql_string_literal("coalesce(" ~ error_description ~ ", 'Unable to process message.')", 3000) }}, ';'
+            {{ poisonwatch.remediation_text(",\n    @error_description = @error_description;") }}
             {%- if cleanup_procedure %},
             {{ poisonwatch.remediation_text("\nEXEC @sp_executesql\n    N'EXEC " ~ ('[' ~ cleanup_procedure.split('.') | join('].[') ~ ']') ~ " @conversationHandle = @conversation_handle;',\n    N'@conversation_handle UNIQUEIDENTIFIER',\n    @conversation_handle = ") }},
             {{ poisonwatch.tsql_string_literal(handle) }}, ';'

@@ -1,5 +1,6 @@
 {#- SQL expression: the T-SQL that turns a Service Broker queue back on (seed 001: after the
-    poison message's conversation has been ended). Null when the names are not valid identifiers. -#}
+    poison message's conversation has been ended), the ALTER QUEUE held in a variable (its
+    inert literal is an expression). Null when the names are not valid identifiers. -#}
 {% macro re_enable_queue_statement(database_name, queue_name) -%}
     {{ return(adapter.dispatch('re_enable_queue_statement', 'poisonwatch')(database_name, queue_name)) }}
 {%- endmacro %}
@@ -10,9 +11,9 @@
         when {{ path }} is not null
         then concat(
             {{ poisonwatch.tsql_database_context(database_name) }},
-            'EXEC @sp_executesql ',
+            'DECLARE @statement NVARCHAR(MAX) = ',
             {{ poisonwatch.tsql_string_literal("concat('ALTER QUEUE ', " ~ path ~ ", ' WITH STATUS = ON;')") }},
-            ';'
+            {{ poisonwatch.remediation_text(";\nEXEC @sp_executesql @statement;") }}
         )
     end
 {%- endmacro %}

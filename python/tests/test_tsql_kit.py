@@ -1,6 +1,7 @@
 """docs/service_broker_kit.sql (the Service Broker half of seed 004): sqlfluff's tsql dialect
-parses every batch, the CATCH block rolls back before it records the incident, and each export
-view writes exactly the landing contract's columns, in order."""
+parses every batch, sqlcmd reads only its own batches, the CATCH block rolls back before it
+records the incident, and each export view writes exactly the landing contract's columns, in
+order."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from pathlib import Path
 
 import sqlfluff
+from sqlcmd_scanner import scan
 
 from poisonwatch.warehouse.schemas import DATASETS
 
@@ -26,6 +28,21 @@ def test_the_kit_parses_as_tsql() -> None:
     # raises sqlfluff.api.APIParsingError on any unparsable section
     tree = sqlfluff.parse(KIT.read_text(), dialect="tsql")
     assert tree
+
+
+def test_sqlcmd_reads_only_its_batches() -> None:
+    # sqlcmd and go-sqlcmd find the kit's own GO batches, no command, variable or
+    # continuation, and the header's command reads the UTF-8 file without variables.
+    text = KIT.read_text(encoding="utf-8")
+    found = scan(text)
+    assert found.variables == [] and found.other_breaks == []
+    for reading in (found.tsql, found.go):
+        assert reading.commands == [] and reading.continuations == []
+        assert reading.unterminated is None
+        assert len(reading.separators) == text.count("\nGO\n") == len(reading.batches)
+    assert found.agree
+    assert "sqlcmd -S <server> -d <database> -E -b -x -f 65001 -i <file>" in text
+    assert not KIT.read_bytes().startswith(b"\xef\xbb\xbf")
 
 
 def test_the_catch_block_rolls_back_before_recording() -> None:
