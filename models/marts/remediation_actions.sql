@@ -5,7 +5,9 @@
 -- `review_reason`, and is never applied). `action_id` = sha2 of type, target keys and
 -- policy: the same data gives the same ids, so an action recorded in the ops ledger
 -- `action_log` shows `applied` (or `failed`, when a live broker could not run it) and is not
--- planned again.
+-- planned again. A Service Broker action is only written to a script for a DBA: it stays
+-- `awaiting_confirmation` until a queue snapshot taken after the script was written shows
+-- its effect (`confirmed_at`).
 
 {%- set review_types = ['inspect_message'] %}
 
@@ -40,6 +42,38 @@ action_log as (
     group by action_id
 ),
 
+sb_snapshots as (
+    -- Every time a Service Broker queue was looked at (messages or state, an empty queue too).
+    select
+        server_name,
+        database_name,
+        queue_name,
+        snapshot_at
+    from {{ ref('queue_health') }}
+    where broker_kind = 'service_broker'
+),
+
+sb_snapshot_messages as (
+    select
+        server_name,
+        database_name,
+        queue_name,
+        snapshot_at,
+        conversation_handle,
+        message_sequence_number
+    from {{ ref('stg_service_broker__queue_snapshots') }}
+),
+
+sb_enabled_states as (
+    select
+        server_name,
+        database_name,
+        queue_name,
+        snapshot_at
+    from {{ ref('stg_service_broker__queue_states') }}
+    where is_receive_enabled
+),
+
 candidates as (
     select * from end_conversation
     union all
@@ -52,9 +86,88 @@ candidates as (
     select * from consumer_commands
 ),
 
+awaiting as (
+    -- Script-only actions: apply wrote them to a DBA's script (outcome script_written).
+    select
+        candidates.action_id,
+        candidates.action_type,
+        candidates.server_name,
+        candidates.database_name,
+        candidates.queue_name,
+        candidates.conversation_handle,
+        candidates.message_sequence_number,
+        action_log.applied_at as script_written_at
+    from candidates
+    inner join action_log
+        on candidates.action_id = action_log.action_id
+    where action_log.outcome = 'script_written'
+),
+
+later_snapshots as (
+    select
+        awaiting.*,
+        sb_snapshots.snapshot_at
+    from awaiting
+    inner join sb_snapshots
+        on
+            awaiting.server_name = sb_snapshots.server_name
+            and awaiting.database_name = sb_snapshots.database_name
+            and awaiting.queue_name = sb_snapshots.queue_name
+            and awaiting.script_written_at < sb_snapshots.snapshot_at
+    where awaiting.action_type in ('end_conversation', 'discard', 'park', 'dead_letter')
+),
+
+still_there as (
+    -- The snapshots in which the conversation (end_conversation) or the message is still queued.
+    select distinct
+        later_snapshots.action_id,
+        later_snapshots.snapshot_at
+    from later_snapshots
+    inner join sb_snapshot_messages
+        on
+            later_snapshots.server_name = sb_snapshot_messages.server_name
+            and later_snapshots.database_name = sb_snapshot_messages.database_name
+            and later_snapshots.queue_name = sb_snapshot_messages.queue_name
+            and later_snapshots.snapshot_at = sb_snapshot_messages.snapshot_at
+            and later_snapshots.conversation_handle = sb_snapshot_messages.conversation_handle
+            and (
+                later_snapshots.action_type = 'end_conversation'
+                or later_snapshots.message_sequence_number
+                = sb_snapshot_messages.message_sequence_number
+            )
+),
+
+confirmations as (
+    -- The first snapshot after the script was written that shows its effect: the conversation
+    -- or message gone from the queue, or the queue receive-enabled again.
+    select
+        later_snapshots.action_id,
+        min(later_snapshots.snapshot_at) as confirmed_at
+    from later_snapshots
+    left anti join still_there
+        on
+            later_snapshots.action_id = still_there.action_id
+            and later_snapshots.snapshot_at = still_there.snapshot_at
+    group by later_snapshots.action_id
+    union all
+    select
+        awaiting.action_id,
+        min(sb_enabled_states.snapshot_at) as confirmed_at
+    from awaiting
+    inner join sb_enabled_states
+        on
+            awaiting.server_name = sb_enabled_states.server_name
+            and awaiting.database_name = sb_enabled_states.database_name
+            and awaiting.queue_name = sb_enabled_states.queue_name
+            and awaiting.script_written_at < sb_enabled_states.snapshot_at
+    where awaiting.action_type = 're_enable_queue'
+    group by awaiting.action_id
+),
+
 with_status as (
     select
         candidates.*,
+        confirmations.confirmed_at,
         candidates.invalid_reason is not null
         or candidates.action_type in ({{ "'" ~ review_types | join("', '") ~ "'" }})
         or (candidates.action_type = 'retry_from_dlq' and candidates.request_id is null)
@@ -65,11 +178,16 @@ with_status as (
             when action_log.action_id is null then 'pending'
             -- a live broker could not run it (poisonwatch_ops.failed_broker_actions says why)
             when action_log.outcome = 'failed' then 'failed'
+            when
+                action_log.outcome = 'script_written' and confirmations.confirmed_at is null
+                then 'awaiting_confirmation'
             else 'applied'
         end as status
     from candidates
     left join action_log
         on candidates.action_id = action_log.action_id
+    left join confirmations
+        on candidates.action_id = confirmations.action_id
 ),
 
 final as (
@@ -106,6 +224,7 @@ final as (
         purge_scope,
         purge_before,
         purge_record_count,
+        confirmed_at,
         case when invalid_reason is null then statement end as statement,
         -- Safe order for the DBA script and for apply: consumers are stopped before their
         -- messages move; per queue, review scripts first, then the removals, then the queue is
@@ -125,9 +244,11 @@ final as (
                 consumer_id, conversation_handle, message_sequence_number, message_id, action_id
         ) as sequence_in_script
     from with_status
-    -- Applied actions stay visible; an action no longer needed (the message is not live any
-    -- more, the consumer is already disabled) is not planned.
-    where status in ('applied', 'failed') or is_needed
+    -- Applied (or awaiting) actions stay visible; an action no longer needed (the message is
+    -- not live any more, the consumer is already disabled) is not planned.
+    where
+        status in ('applied', 'failed', 'awaiting_confirmation')
+        or is_needed
 )
 
 select * from final

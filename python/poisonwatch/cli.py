@@ -182,6 +182,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         brokers=args.broker,
         wide=args.wide,
         fmt=args.format,
+        awaiting=args.awaiting,
     )
     return 0
 
@@ -423,7 +424,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--queue", default=None, help="only actions on this queue")
     p.add_argument("--type", default=None, help="only this action type (e.g. end_conversation)")
-    p.add_argument("--sql", default=None, metavar="FILE", help="write the T-SQL script for a DBA")
+    p.add_argument(
+        "--sql",
+        default=None,
+        metavar="FILE",
+        help="write the T-SQL scripts for a DBA, one per server: FILE's name + server + hash",
+    )
+    p.add_argument(
+        "--awaiting",
+        action="store_true",
+        help="with --sql: also the actions whose script was written but not yet seen done",
+    )
     p.add_argument(
         "--broker", action="append", default=None, help="a live broker (see apply --broker)"
     )

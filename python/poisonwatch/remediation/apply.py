@@ -11,8 +11,10 @@ A run (see ledger.py for the protocol):
 Killed anywhere, the next apply finds either a committed run (effects + log + script) or an
 uncommitted one (dropped at step 2, its actions still pending), never half of one.
 
-Service Broker statements are not executed against SQL Server from here: they are recorded as
-applied and written to $POISONWATCH_HOME/scripts/apply-<run_id>.sql for a DBA (sqlcmd).
+Service Broker statements are not executed against SQL Server from here: they are written to
+$POISONWATCH_HOME/scripts/apply-<run_id>.<server slug>-<hash>.sql, one script per server, for a
+DBA (sqlcmd), and recorded `script_written`; the mart shows them awaiting_confirmation until a
+later queue snapshot shows their effect.
 """
 
 from __future__ import annotations
@@ -47,12 +49,13 @@ from poisonwatch.remediation.ledger import (
     utcnow,
 )
 from poisonwatch.remediation.plan import (
+    SQLCMD_COMMAND,
     Filters,
     load_pending,
     pending_query,
     print_plan,
-    render_script,
     write_script,
+    write_scripts,
 )
 from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.schemas import RAW_DATABASE
@@ -81,6 +84,7 @@ class ApplyResult:
     effect_rows: Counter[str] = field(default_factory=Counter)
     runs: list[str] = field(default_factory=list)
     scripts: list[Path] = field(default_factory=list)
+    script_servers: dict[Path, str | None] = field(default_factory=dict)  # .sql → its server
     recovered: dict[str, list[str]] = field(default_factory=dict)
     broker: Counter[str] = field(default_factory=Counter)  # live outcomes by status
     failures: list[Any] = field(default_factory=list)
@@ -357,14 +361,20 @@ def _insert_failures(
         )
 
 
-def _write_run_files(actions: list[dict[str, Any]], run_id: str) -> list[Path]:
+def _write_run_files(
+    actions: list[dict[str, Any]], run_id: str, servers: dict[Path, str | None] | None = None
+) -> list[Path]:
+    """The run's files: one T-SQL script per server (apply-<run_id>.<server slug>-<hash>.sql,
+    recorded in `servers`) and the commands file. Their names start with apply-<run_id>.,
+    which recovery reads to set aside the files of a run that never committed."""
     folder = scripts_dir()
     written = []
     sql = [a for a in actions if a["statement_language"] == "tsql"]
     if sql:
-        path = folder / f"apply-{run_id}.sql"
-        write_script(path, render_script(sql, f"apply run {run_id}"))
-        written.append(path)
+        scripts = write_scripts(folder / f"apply-{run_id}.sql", sql, f"apply run {run_id}")
+        written += list(scripts)
+        if servers is not None:
+            servers.update(scripts)
     other = [a for a in actions if a["statement_language"] != "tsql"]
     if other:
         path = folder / f"apply-{run_id}.commands.jsonl"
@@ -511,7 +521,9 @@ def apply_actions(
                         partitioned["failed_broker_actions"],
                     )
                 result.scripts += _write_run_files(
-                    [a for a in batch if a["action_id"] not in outcomes], run_id
+                    [a for a in batch if a["action_id"] not in outcomes],
+                    run_id,
+                    result.script_servers,
                 )
                 # The fencing check: a lease taken over meanwhile stops this run uncommitted.
                 lock.check_lease()
@@ -587,11 +599,16 @@ def print_result(result: ApplyResult, console: Console | None = None) -> None:
         console.print(f"parked messages re-sent to: {terminal(', '.join(result.released))}")
     console.print(f"run(s): {', '.join(result.runs)}")
     for path in result.scripts:
-        console.print(f"wrote {path}")
-    if any(p.suffix == ".sql" for p in result.scripts):
+        if path in result.script_servers:
+            server = terminal(str(result.script_servers[path]))
+            console.print(f"wrote {terminal(str(path))} (server {server})")
+        else:
+            console.print(f"wrote {terminal(str(path))}")
+    if result.script_servers:
         console.print(
-            "Give the .sql script to a DBA: `sqlcmd -S <server> -E -b -i <script>`; the next "
-            "snapshot and `dbt build` show the result."
+            f"Give each .sql script to a DBA for its server: `{SQLCMD_COMMAND} <script>`. Its "
+            "actions stay awaiting_confirmation until the next queue snapshot and `dbt build` "
+            "show their effect (`poisonwatch plan` lists them)."
         )
 
 
