@@ -110,19 +110,31 @@ demo_and_its_store() {
     step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" \
         --target-path "$WORK/dbt-docs"
     step verify poisonwatch verify "$WORK/landing/labels.jsonl"
-    step check poisonwatch check
+    step check poisonwatch check --require-all
     # The backtest and the alerts on the demo's store (its workload has the alert scenarios; the
     # demo applied the remediation): the backtest prints a recommendation per queue and agrees
-    # with the labels; the alerts are raised (exit 2: critical); after a later snapshot (the
-    # follow-up) the spike and the stalled queues have resolved (exit 0 for those kinds).
+    # with the labels; every scenario's alert is open on its own subject (exit 2: critical);
+    # after a later snapshot (the follow-up) the spike and the stalled queue are resolved, not
+    # merely absent, and no alert of those kinds is open (alert_steps.py reads the JSON).
     step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
     step alerts-raised expect_exit 2 poisonwatch alerts
+    step alerts-raised-subjects alert_steps raised
     step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" \
         --attempts "$ATTEMPTS" --alert-scenario all --follow-up
     step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
     step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
     step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike \
         --kind queue_stalled
+    step alerts-resolved-subjects alert_steps resolved
+}
+
+# The mart's alerts, open and recently resolved, as JSON lines, checked by kind and subject.
+alert_steps() {
+    local file="$WORK/alerts-$1.jsonl"
+    poisonwatch alerts --format json --include-resolved >"$file"
+    local got=$?
+    [ "$got" -le 2 ] || { echo "poisonwatch alerts failed (exit $got)"; return 1; }
+    python python/tests/alert_steps.py "$1" "$file"
 }
 
 lane_two() {
