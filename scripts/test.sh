@@ -69,8 +69,8 @@ step sqlfluff sqlfluff lint models analyses --processes 2
 #           tests, then the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 BESIDE=(
-    python/tests/test_broker_e2e.py python/tests/test_broker.py python/tests/test_bench.py
-    python/tests/test_store.py
+    python/tests/test_broker_e2e.py python/tests/test_broker.py python/tests/test_broker_hardening.py
+    python/tests/test_broker_stock.py python/tests/test_bench.py python/tests/test_store.py
 )
 
 pytest_main() {
