@@ -8,7 +8,7 @@ through their package (`from poisonwatch.ingest import ingest`). Imported by rem
 and the CLI, through this package only.
 """
 
-from poisonwatch.broker.actions import LIVE_ACTION_TYPES, Outcome
+from poisonwatch.broker.actions import LIVE_ACTION_TYPES, Outcome, ParkRecord
 from poisonwatch.broker.client import BrokerError
 from poisonwatch.broker.collect import CollectResult, collect, print_result
 from poisonwatch.broker.live import LiveRunner
@@ -21,6 +21,7 @@ __all__ = [
     "CollectResult",
     "LiveRunner",
     "Outcome",
+    "ParkRecord",
     "collect",
     "live_brokers",
     "print_result",

@@ -292,7 +292,7 @@ def _committed(engine: Any, ids: list[str]) -> set[str]:
 def _parked_on_broker(engine: Any, broker_name: str) -> list[Any]:
     """The ledger's committed JMS park actions on this broker: the only source of where a
     parked message goes back to (its own properties could name any queue)."""
-    from poisonwatch.broker.actions import ParkRecord
+    from poisonwatch.broker import ParkRecord
 
     ops = ops_database()
     _, rows = engine.query(
