@@ -34,7 +34,12 @@ CLASS_COLORS = {
     "validation": "#f3a712",
 }
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d")
-STATUS_COLORS = {"pending": "#f58518", "applied": "#54a24b"}
+STATUS_COLORS = {
+    "applied": "#54a24b",
+    "awaiting_confirmation": "#4c78a8",
+    "pending": "#f58518",
+    "failed": "#e45756",
+}
 DISABLED_SHADE = "#e45756"
 WIDTH = 9.0
 BASELINE_WINDOWS = 12
@@ -375,14 +380,15 @@ def breakers(
 
 
 def actions(rows: Sequence[tuple[str, str, int, int]]) -> str:
-    """Remediation actions per type: pending vs applied."""
+    """Remediation actions per type, stacked by status (applied, awaiting confirmation, …)."""
     types = sorted({t for t, _, _, _ in rows})
     counts = {(t, s): n for t, s, n, _ in rows}
     with _style("actions"):
         fig = Figure(figsize=(WIDTH, 0.6 + 0.36 * len(types)), layout="constrained")
         ax = fig.add_subplot()
         left = [0] * len(types)
-        for status in ("applied", "pending"):
+        present = {s for _, s, _, _ in rows}
+        for status in [s for s in STATUS_COLORS if s in present]:
             values = [counts.get((t, status), 0) for t in types]
             ax.barh(
                 range(len(types)), values, left=left, color=STATUS_COLORS[status], label=status,

@@ -53,11 +53,22 @@ td.mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 1
 .badge.disabled, .badge.critical, .badge.tripped { background: #fde2de; color: #a5281b; }
 .badge.at_risk, .badge.warning, .badge.pending { background: #fff0d6; color: #8a5a00; }
 .badge.ok, .badge.applied, .badge.resolved { background: #e3f4e1; color: #2d6a27; }
+.badge.awaiting_confirmation { background: #e3ecf6; color: #2b4f78; }
 .empty { color: #777; font-style: italic; }
 footer { color: #777; font-size: 12px; text-align: center; padding: 10px; }
 """
 
-BADGES = {"disabled", "at_risk", "ok", "pending", "applied", "critical", "warning", "resolved"}
+BADGES = {
+    "disabled",
+    "at_risk",
+    "ok",
+    "pending",
+    "applied",
+    "awaiting_confirmation",
+    "critical",
+    "warning",
+    "resolved",
+}
 
 
 def esc(value: Any) -> str:
@@ -215,12 +226,14 @@ def sections(data: ReportData) -> list[Section]:
     out.append(_breaker_section(data))
     pending = sum(n for _, s, n, _ in data.actions if s == "pending")
     review = sum(r for _, s, _, r in data.actions if s == "pending")
+    awaiting = sum(n for _, s, n, _ in data.actions if s == "awaiting_confirmation")
     out.append(
         Section(
             "actions",
-            "Remediation: pending vs applied",
+            "Remediation: pending, awaiting confirmation, applied",
             f"Actions in remediation_actions by type. {pending:,} pending, of which {review:,} "
-            "need review (never applied by `poisonwatch apply`).",
+            "need review (never applied by `poisonwatch apply`); "
+            f"{awaiting:,} awaiting confirmation (script written, effect not yet seen).",
             _chart("actions", lambda: charts.actions(data.actions)) if data.actions else None,
             table(["action", "status", "actions", "needs review"], data.actions),
         )

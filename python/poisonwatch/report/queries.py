@@ -155,7 +155,8 @@ def _counts(engine: Engine) -> dict[str, int]:
         "count_if(is_latest_snapshot and disable_risk <> 'ok') "
         f"from {MARTS}.queue_health) "
         f"cross join (select count_if(is_tripped) from {MARTS}.consumer_circuit_breakers) "
-        "cross join (select count_if(status = 'pending'), count_if(status = 'applied') "
+        "cross join (select count_if(status = 'pending'), count_if(status = 'applied'), "
+        "count_if(status = 'awaiting_confirmation') "
         f"from {MARTS}.remediation_actions)"
     )
     names = (
@@ -168,6 +169,7 @@ def _counts(engine: Engine) -> dict[str, int]:
         "tripped breakers",
         "pending actions",
         "applied actions",
+        "actions awaiting confirmation",
     )
     return {n: int(v) for n, v in zip(names, rows[0], strict=True) if v is not None}
 
