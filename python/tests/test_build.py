@@ -21,6 +21,7 @@ import pytest
 from poisonwatch.cli import main as cli_main
 from poisonwatch.config import PoisonwatchError, spark_conf
 from poisonwatch.warehouse.build import (
+    INGEST_SELECTORS,
     NO_UNIT_TESTS,
     NOT_ON_DEMAND,
     PRODUCTION,
@@ -80,7 +81,7 @@ def test_new_batch_selects_what_is_downstream_of_its_sources_only() -> None:
     assert args == [
         "build",
         "--select",
-        "source:ingest+",
+        *INGEST_SELECTORS,
         "source:service_broker.ssb_receive_attempts+",
         *NO_UNIT_TESTS,
         *NOT_ON_DEMAND,
@@ -204,14 +205,14 @@ def test_cli_build_with_nothing_new_starts_no_spark(
 
 
 def test_every_ingest_reruns_only_the_ledger_staging_models(tmp_path: Path) -> None:
-    """Every ingest adds to the ledger, so every partial build selects `source:ingest+`: the
-    models downstream of it run after each ingest, whatever it landed. Only the two staging
-    views may be there (int_receive_attempts_sequenced reads the ledger to choose its bucket
-    count without a DAG edge: macros/incremental/message_bucket_count.sql). Real `dbt ls`."""
+    """Every ingest adds to the ledger, so every partial build selects INGEST_SELECTORS: the
+    models they reach run after each ingest, whatever it landed. Only the two staging views may
+    be there, although every staging model reads the ledger (committed batches only): a
+    dataset's models rerun through its own source. Real `dbt ls`."""
     root = Path(__file__).resolve().parents[2]
     listed = subprocess.run(
         [
-            "dbt", "ls", "--select", "source:ingest+", "--resource-type", "model",
+            "dbt", "ls", "--select", *INGEST_SELECTORS, "--resource-type", "model",
             "--output", "name", "--quiet", "--project-dir", str(root),
             "--profiles-dir", str(root), "--target", "local",
             "--target-path", str(tmp_path / "target"), "--log-path", str(tmp_path / "logs"),

@@ -59,6 +59,14 @@ NO_UNIT_TESTS = ["--exclude-resource-type", "unit_test"]
 NO_DATA_TESTS = ["--exclude-resource-type", "test"]
 # The backtests replay all history: built by `poisonwatch backtest`, never after an ingest.
 NOT_ON_DEMAND = ["--exclude", "tag:on_demand"]
+# What every ingest touches: the ledger and the rejects, with their staging views and tests.
+# Not `source:ingest+`: every staging model reads the ledger to keep only committed batches, so
+# that would rerun every model after any ingest; a dataset's models rerun through its own source.
+INGEST_SELECTORS = [
+    "source:ingest.ingested_files",
+    "stg_ingest__ingested_files+",
+    "source:ingest.raw_rejects+",
+]
 STATE_FILE = "production_build.json"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -258,7 +266,7 @@ def plan_build(
     selectors: list[str] = []
     if changed_datasets:
         # Every ingest appends to the ledger and maybe raw_rejects.
-        selectors.append("source:ingest+")
+        selectors += INGEST_SELECTORS
     for dataset in changed_datasets:
         source = source_of(dataset)
         if source is None:
