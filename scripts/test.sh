@@ -71,6 +71,7 @@ step sqlfluff sqlfluff lint models analyses --processes 2
 BESIDE=(
     python/tests/test_broker_e2e.py python/tests/test_broker.py python/tests/test_broker_hardening.py
     python/tests/test_broker_stock.py python/tests/test_bench.py python/tests/test_store.py
+    python/tests/test_readme.py
 )
 
 pytest_main() {
