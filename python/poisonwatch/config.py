@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -500,3 +501,16 @@ def _database_locations(spark: SparkSession) -> dict[str, str]:
     return {
         db.name: str(db.locationUri) for db in spark.catalog.listDatabases() if db.name != "default"
     }
+
+
+def crash_point(name: str) -> None:
+    """Tests: `POISONWATCH_CRASH_AT=<name>` kills this process with SIGKILL here;
+    `POISONWATCH_PAUSE_AT=<name>` writes the pid to $POISONWATCH_PAUSE_FILE and sleeps (for
+    lock tests). Both ingest and apply mark their crash points with it."""
+    if os.environ.get("POISONWATCH_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("POISONWATCH_PAUSE_AT") == name:
+        marker = os.environ.get("POISONWATCH_PAUSE_FILE")
+        if marker:
+            Path(marker).write_text(f"{os.getpid()}\n")
+        time.sleep(float(os.environ.get("POISONWATCH_PAUSE_SECONDS", "600")))

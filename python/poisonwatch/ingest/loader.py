@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
 import time
 import uuid
@@ -44,6 +43,7 @@ from rich.table import Table
 
 from poisonwatch.config import (
     PoisonwatchError,
+    crash_point,
     home,
     local_path,
     release_file_lock,
@@ -220,18 +220,6 @@ def _table(name: str) -> str:
 
 class IngestBusyError(PoisonwatchError):
     """Another ingest holds the store's ingest lock."""
-
-
-def hook_point(name: str) -> None:
-    """Tests: `POISONWATCH_CRASH_AT=<name>` kills this process with SIGKILL here;
-    `POISONWATCH_PAUSE_AT=<name>` writes the pid to $POISONWATCH_PAUSE_FILE and sleeps."""
-    if os.environ.get("POISONWATCH_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get("POISONWATCH_PAUSE_AT") == name:
-        marker = os.environ.get("POISONWATCH_PAUSE_FILE")
-        if marker:
-            Path(marker).write_text(f"{os.getpid()}\n")
-        time.sleep(float(os.environ.get("POISONWATCH_PAUSE_SECONDS", "600")))
 
 
 def ingest_place(engine: Engine) -> Path:
@@ -596,7 +584,7 @@ def ingest(engine: Engine, landing: Path, console: Console | None = None) -> Ing
         raw_tables = ensure_tables(engine)
         place = ingest_place(engine)
         with ingest_lock(place):
-            hook_point("ingest_locked")
+            crash_point("ingest_locked")
             drop_stale_stages(engine, raw_tables)
             summary.cleaned_batches = drop_orphan_batches(engine)
             summary.batch_id = new_batch_id(now, newest_batch(engine, summary.cleaned_batches))
@@ -633,7 +621,7 @@ def _run(
     results = loaded + failed
     _record(summary, results)
     _write_file_rejects(engine, failed, summary.batch_id, now)
-    hook_point("ingest_before_ledger")
+    crash_point("ingest_before_ledger")
     _write_ledger(engine, results, summary.batch_id, now)
 
 

@@ -32,13 +32,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from poisonwatch.config import PoisonwatchError
+from poisonwatch.config import PoisonwatchError, crash_point
 from poisonwatch.remediation.ledger import (
     EFFECT_TABLES,
     MART_DATABASE,
     ApplyLock,
     crash_during,
-    crash_point,
     ensure_ops_tables,
     new_run_id,
     ops_database,

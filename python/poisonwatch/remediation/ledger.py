@@ -323,18 +323,6 @@ def recover(engine: Any) -> Recovery:
 # --- crash injection (tests) -----------------------------------------------------------------
 
 
-def crash_point(name: str) -> None:
-    """Tests: `POISONWATCH_CRASH_AT=<name>` kills this process with SIGKILL here;
-    `POISONWATCH_PAUSE_AT=<name>` touches $POISONWATCH_PAUSE_FILE and sleeps (for lock tests)."""
-    if os.environ.get("POISONWATCH_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get("POISONWATCH_PAUSE_AT") == name:
-        marker = os.environ.get("POISONWATCH_PAUSE_FILE")
-        if marker:
-            Path(marker).write_text(f"{os.getpid()}\n")
-        time.sleep(float(os.environ.get("POISONWATCH_PAUSE_SECONDS", "600")))
-
-
 @contextlib.contextmanager
 def crash_during(name: str) -> Iterator[None]:
     """Tests: `POISONWATCH_CRASH_AT=during:<name>` kills the process while the block runs
