@@ -69,9 +69,9 @@ step sqlfluff sqlfluff lint models analyses --processes 2
 #           tests, then the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 BESIDE=(
-    python/tests/test_broker_e2e.py python/tests/test_broker.py python/tests/test_broker_hardening.py
-    python/tests/test_broker_stock.py python/tests/test_bench.py python/tests/test_store.py
-    python/tests/test_readme.py
+    python/tests/test_broker_e2e.py python/tests/e2e/test_broker.py python/tests/e2e/test_broker_hardening.py
+    python/tests/e2e/test_broker_stock.py python/tests/integration/test_bench.py python/tests/integration/test_store.py
+    python/tests/integration/test_readme.py
 )
 
 pytest_main() {
@@ -97,10 +97,10 @@ demo_and_its_store() {
     # is opened in headless Chromium, offline.
     # The workload includes the alert scenarios after its regular traffic.
     step demo env -u SPARK_CONF_DIR \
-        python python/tests/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
+        python python/tests/support/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
         poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
         --alert-scenario all --report "$WORK/report.html"
-    step report-browser python python/tests/browser.py "$WORK/report.html" \
+    step report-browser python python/tests/support/browser.py "$WORK/report.html" \
         --screenshot "$WORK/report.png"
     # The incremental models render their `is_incremental()` branch now that their tables
     # exist: lint them again so both renderings are held to the same style (only they render
@@ -135,7 +135,7 @@ alert_steps() {
     poisonwatch alerts --format json --include-resolved >"$file"
     local got=$?
     [ "$got" -le 2 ] || { echo "poisonwatch alerts failed (exit $got)"; return 1; }
-    python python/tests/alert_steps.py "$1" "$file"
+    python python/tests/support/alert_steps.py "$1" "$file"
 }
 
 lane_two() {

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from child_python import SharedChild
+from support.child_python import SharedChild
 
 # A skip under CI=true fails the run (ci_strict.py says why).
-from ci_strict import pytest_runtest_makereport  # noqa: F401
+from support.ci_strict import pytest_runtest_makereport  # noqa: F401
 
 
 @pytest.fixture(scope="session")

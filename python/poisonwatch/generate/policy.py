@@ -1,6 +1,6 @@
 """The policy seeds (`seeds/*.csv`) as the generator reads them, and the rules of docs/rules.md
 applied to one message's running state. The generator labels with these; tests re-derive the
-labels independently (python/tests/reference_rules.py).
+labels independently (python/tests/support/reference_rules.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,297 @@
+"""`poisonwatch build`: what it runs for which change of its inputs (no Spark: the plan is pure),
+and `build --ingest` once for real (Spark and dbt on a tiny workload).
+
+The real runs — a full production build, a partial one after a delta, and a skipped one with
+nothing new — are exercised on a real store by the tiny-size bench (test_bench.py), whose worker
+builds through `production_build`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from poisonwatch.cli import main as cli_main
+from poisonwatch.config import PoisonwatchError, spark_conf
+from poisonwatch.warehouse.build import (
+    INGEST_SELECTORS,
+    NO_UNIT_TESTS,
+    NOT_ON_DEMAND,
+    PRODUCTION,
+    BuildInputs,
+    load_state,
+    plan_build,
+    project_fingerprint,
+    read_inputs_from_files,
+    save_state,
+    without_data_tests,
+)
+
+# The models tagged on_demand (selectors.yml): the backtests and the models only they read.
+ON_DEMAND_MODELS = (
+    "policy_backtest",
+    "breaker_backtest",
+    "int_message_failures_accumulated",
+    "int_policy_candidates_resolved",
+)
+
+
+def _inputs(**datasets: list) -> BuildInputs:
+    return BuildInputs(
+        project="p1",
+        datasets=datasets or {"ssb_receive_attempts": [3, "b1"], "ssb_queue_states": [1, "b1"]},
+        ops={"action_log": 0},
+    )
+
+
+def _last(inputs: BuildInputs) -> dict:
+    return {"built_at": "2026-11-23T00:00:00+00:00", **inputs.__dict__}
+
+
+def test_nothing_new_skips_and_says_why() -> None:
+    inputs = _inputs()
+    args, reason, changed = plan_build(inputs, _last(_inputs()))
+    assert args is None and changed == []
+    assert "nothing new" in reason and "b1" in reason
+
+
+def test_first_build_project_change_and_full_refresh_run_the_whole_selector() -> None:
+    inputs = _inputs()
+    assert plan_build(inputs, None)[0] == PRODUCTION
+    changed_project = _last(_inputs())
+    changed_project["project"] = "p0"
+    args, reason, _ = plan_build(inputs, changed_project)
+    assert args == PRODUCTION and "project changed" in reason
+    refresh = plan_build(inputs, _last(inputs), full_refresh=True)[0]
+    assert refresh == [*PRODUCTION, "--full-refresh"]
+
+
+def test_new_batch_selects_what_is_downstream_of_its_sources_only() -> None:
+    before = _inputs()
+    after = _inputs(ssb_receive_attempts=[4, "b2"], ssb_queue_states=[1, "b1"])
+    args, _, changed = plan_build(after, _last(before))
+    assert changed == ["ssb_receive_attempts"]
+    assert args == [
+        "build",
+        "--select",
+        *INGEST_SELECTORS,
+        "source:service_broker.ssb_receive_attempts+",
+        *NO_UNIT_TESTS,
+        *NOT_ON_DEMAND,
+    ]
+    # A new dataset (first jms batch) counts as new input too.
+    newer = _inputs(**after.datasets, jms_receive_attempts=[1, "b3"])
+    args, _, changed = plan_build(newer, _last(after))
+    assert changed == ["jms_receive_attempts"]
+    assert "source:jms.jms_receive_attempts+" in args
+
+
+def test_an_apply_reruns_what_reads_the_remediation_ledger() -> None:
+    before = _inputs()
+    after = _inputs()
+    after.ops = {"action_log": 5}
+    args, _, changed = plan_build(after, _last(before))
+    assert changed == ["ops.action_log"]
+    assert args == ["build", "--select", "source:ops.action_log+", *NO_UNIT_TESTS, *NOT_ON_DEMAND]
+    # The first build found no ops database (its hook creates the ledger empty): 0 rows, no news.
+    first = _inputs()
+    first.ops = {}
+    assert plan_build(_inputs(), _last(first))[0] is None
+
+
+def test_unknown_dataset_or_vanished_ledger_rows_build_everything() -> None:
+    before = _inputs()
+    odd = _inputs(**before.datasets, mq_receive_attempts=[1, "b2"])
+    assert plan_build(odd, _last(before))[0] == PRODUCTION
+    fewer = _inputs(ssb_receive_attempts=[3, "b1"])
+    args, reason, _ = plan_build(fewer, _last(before))
+    assert args == PRODUCTION and "disappeared" in reason
+
+
+def test_project_fingerprint_follows_model_files_only(tmp_path: Path) -> None:
+    (tmp_path / "models").mkdir()
+    (tmp_path / "dbt_project.yml").write_text("name: x\n")
+    (tmp_path / "models" / "a.sql").write_text("select 1")
+    first = project_fingerprint(tmp_path)
+    (tmp_path / "README.md").write_text("docs do not change a build")
+    assert project_fingerprint(tmp_path) == first
+    (tmp_path / "models" / "a.sql").write_text("select 2")
+    assert project_fingerprint(tmp_path) != first
+
+
+def test_state_round_trip_per_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "home"))
+    assert load_state("local") is None
+    save_state("local", _inputs(), PRODUCTION)
+    save_state("cluster", BuildInputs(project="p9"), PRODUCTION)
+    local = load_state("local")
+    assert local is not None and local["datasets"] == _inputs().datasets
+    assert local["dbt_args"] == PRODUCTION
+    assert plan_build(_inputs(), local)[0] is None
+    (tmp_path / "home" / "production_build.json").write_text("{not json")
+    assert load_state("local") is None  # unreadable: build everything, write a fresh record
+
+
+def test_without_data_tests_keeps_one_exclude_flag() -> None:
+    assert without_data_tests(PRODUCTION) == [*PRODUCTION, "--exclude-resource-type", "test"]
+    partial = ["build", "--select", "source:ingest+", *NO_UNIT_TESTS, *NOT_ON_DEMAND]
+    assert without_data_tests(partial) == [
+        "build",
+        "--select",
+        "source:ingest+",
+        *NO_UNIT_TESTS,
+        "test",
+        *NOT_ON_DEMAND,
+    ]
+
+
+def _ledger_files(warehouse: Path, raw_db: str, ops_db: str, batches: list[str]) -> None:
+    """The ledger tables as Spark writes them: Parquet parts (+ _SUCCESS); action_log by run."""
+    ledger = warehouse / f"{raw_db}.db" / "ingested_files"
+    ledger.mkdir(parents=True, exist_ok=True)
+    rows = {"dataset": ["ssb_a", "ssb_a", "jms_b"][: len(batches)], "_batch_id": batches}
+    pq.write_table(pa.table(rows), ledger / f"part-{len(batches):05d}.parquet")
+    (ledger / "_SUCCESS").write_text("")
+    run = warehouse / f"{ops_db}.db" / "action_log" / "run_id=r1"
+    run.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"action_id": ["x", "y"]}), run / "part-00000.parquet")
+
+
+def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("vars: {raw_database: raw, ops_database: ops}\n")
+    warehouse = tmp_path / "warehouse"
+    assert read_inputs_from_files(warehouse, project) is None  # no ledger yet: ask Spark
+    _ledger_files(warehouse, "raw", "ops", ["b1", "b2", "b1"])
+    shutil.rmtree(warehouse / "ops.db")
+    assert read_inputs_from_files(warehouse, project) is None  # no action_log folder yet
+    _ledger_files(warehouse, "raw", "ops", ["b1", "b2", "b1"])
+    inputs = read_inputs_from_files(warehouse, project)
+    assert inputs is not None
+    assert inputs.datasets == {"jms_b": [1, "b1"], "ssb_a": [2, "b2"]}
+    assert inputs.ops == {"action_log": 2}
+    assert inputs.project == project_fingerprint(project)
+    # The database names go into SQL and paths: anything but an identifier is refused.
+    (project / "dbt_project.yml").write_text("vars: {raw_database: 'raw`; drop'}\n")
+    with pytest.raises(PoisonwatchError, match="not an identifier"):
+        read_inputs_from_files(warehouse, project)
+
+
+def test_cli_build_with_nothing_new_starts_no_spark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`poisonwatch build` on the embedded default, its ledgers unchanged since the recorded
+    build: skipped from the files alone (a JVM start would fail the test: no java on PATH)."""
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("POISONWATCH_TARGET", "local")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-java"))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    warehouse = Path(spark_conf("local")["spark.sql.warehouse.dir"])
+    _ledger_files(warehouse, "raw", "poisonwatch_ops", ["b20261123T010000Z_00000000"])
+    inputs = read_inputs_from_files(warehouse)
+    assert inputs is not None
+    save_state("local", inputs, PRODUCTION)
+
+    assert cli_main(["build"]) == 0
+    assert "skipped, nothing new since the production build" in capsys.readouterr().err
+
+
+def test_every_ingest_reruns_only_the_ledger_staging_models(tmp_path: Path) -> None:
+    """Every ingest adds to the ledger, so every partial build selects INGEST_SELECTORS: the
+    models they reach run after each ingest, whatever it landed. Only the two staging views may
+    be there, although every staging model reads the ledger (committed batches only): a
+    dataset's models rerun through its own source. Real `dbt ls`."""
+    root = Path(__file__).resolve().parents[3]
+    listed = subprocess.run(
+        [
+            "dbt", "ls", "--select", *INGEST_SELECTORS, "--resource-type", "model",
+            "--output", "name", "--quiet", "--project-dir", str(root),
+            "--profiles-dir", str(root), "--target", "local",
+            "--target-path", str(tmp_path / "target"), "--log-path", str(tmp_path / "logs"),
+        ],
+        env={**os.environ, "POISONWATCH_HOME": str(tmp_path / "store")},
+        capture_output=True, text=True, check=False, cwd=root,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    names = sorted(line for line in listed.stdout.split() if line)
+    assert names == ["stg_ingest__ingested_files", "stg_ingest__rejects"], names
+
+
+def _spark_conf_dir_with_java_options(folder: Path, options: str) -> Path:
+    """A Spark configuration folder: the caller's ($SPARK_CONF_DIR, e.g. scripts/test.sh's)
+    settings, with `options` added to its spark.driver.defaultJavaOptions."""
+    lines: list[str] = []
+    java_options = [options]
+    caller = os.environ.get("SPARK_CONF_DIR")
+    defaults = Path(caller) / "spark-defaults.conf" if caller else None
+    if defaults is not None and defaults.is_file():
+        for line in defaults.read_text().splitlines():
+            key, *value = line.split(None, 1) or [""]
+            if key == "spark.driver.defaultJavaOptions":
+                java_options[:0] = value
+            else:
+                lines.append(line)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines.append(f"spark.driver.defaultJavaOptions {' '.join(java_options)}")
+    (folder / "spark-defaults.conf").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.slow
+def test_build_ingest_lands_and_builds_in_one_driver(tmp_path: Path) -> None:
+    """`poisonwatch build --ingest LANDING`: the landing is ingested and the production build
+    runs in the same driver (the JIT's warm-up and a driver start paid once). Real Spark and
+    dbt on a tiny workload; then the same command again finds the files already ingested and
+    skips the build."""
+    from poisonwatch.generate import generate
+
+    landing = tmp_path / "landing"
+    generate(landing, seed=7, attempts=400)
+    # Every driver JVM writes a log file named by its pid: one file is one driver.
+    jvm_logs = tmp_path / "jvm-logs"
+    jvm_logs.mkdir()
+    conf_dir = _spark_conf_dir_with_java_options(
+        tmp_path / "spark-conf", f"-Xlog:gc:file={jvm_logs}/jvm-%p.log"
+    )
+    env = {
+        **os.environ,
+        "POISONWATCH_HOME": str(tmp_path / "home"),
+        "POISONWATCH_TARGET": "local",
+        "SPARK_CONF_DIR": str(conf_dir),
+    }
+    cmd = [shutil.which("poisonwatch") or "poisonwatch", "build", "--ingest", str(landing)]
+
+    first = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    out = first.stdout + first.stderr
+    assert first.returncode == 0, out[-5000:]
+    assert "records loaded" in out and "0 row(s) written to raw.raw_rejects" in out, out[-3000:]
+    assert "poisonwatch build: " in out, out[-3000:]
+    # Ingest and build ran in one driver.
+    assert len(list(jvm_logs.glob("jvm-*.log"))) == 1, sorted(jvm_logs.iterdir())
+    state = json.loads((tmp_path / "home" / "production_build.json").read_text())["local"]
+    assert state["dbt_args"][:3] == ["build", "--selector", "production"]
+    for dataset in ("ssb_receive_attempts", "jms_receive_attempts"):
+        files, batch = state["datasets"][dataset]
+        assert files > 0 and batch, (dataset, state["datasets"])
+    results = json.loads((tmp_path / "home" / "dbt_target" / "run_results.json").read_text())
+    statuses = {r["unique_id"]: r["status"] for r in results["results"]}
+    assert statuses["model.poisonwatch.poison_messages"] == "success"
+    assert not [u for u, s in statuses.items() if s not in ("success", "pass")], statuses
+    # The on-demand models, the two backtests and the two models only a backtest reads, are
+    # left to `poisonwatch backtest` (selectors.yml).
+    on_demand = [u for u in statuses if any(name in u for name in ON_DEMAND_MODELS)]
+    assert not on_demand, on_demand
+
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-5000:]
+    assert "0 records loaded" in out and "skipped, nothing new" in out, out[-3000:]
+    assert len(list(jvm_logs.glob("jvm-*.log"))) == 2  # the rerun's ingest needed one driver

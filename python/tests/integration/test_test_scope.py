@@ -1,0 +1,133 @@
+"""Scoped data tests (macros/testing/test_scope_filter.sql, latest_scope_value.sql) check what the
+latest run wrote, compared with a constant read at compile time: a defect in an earlier batch is
+left alone, one in the latest batch fails the test, and the latest value reaches the SQL escaped
+(a batch value with a quote and `;--`). Real dbt and Spark on the store these tests share
+(conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support.child_python import SharedChild
+
+pytestmark = pytest.mark.slow
+
+# What both scripts start with: dbt in this child, on the project and the child's store.
+PRELUDE = """
+import json
+from dbt.cli.main import dbtRunner
+from poisonwatch.config import home, project_root
+from poisonwatch.ingest.sql import sql_string
+from poisonwatch.warehouse.engine import connect
+from poisonwatch.warehouse.schemas import create_raw_tables
+
+root, store = str(project_root()), home()
+
+def dbt(*args):
+    res = dbtRunner().invoke([
+        *args, "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
+        "--target-path", str(store / "dbt_target"), "--log-path", str(store / "logs"),
+    ])
+    assert res.result is not None, res.exception
+    return res.result.results
+"""
+
+SCRIPT = (
+    PRELUDE
+    + """
+def dbt_test():
+    results = dbt("test", "--select", "source:service_broker.ssb_broker_events")
+    return [
+        {"status": str(r.status), "failures": r.failures, "sql": r.node.compiled_code}
+        for r in results
+        if r.node.unique_id.startswith("test.")  # not the on-run-start hook
+    ]
+
+def land(engine, batch, server):
+    server_sql = "null" if server is None else sql_string(server)
+    engine.execute(
+        f"insert into raw.ssb_broker_events partition (_batch_id = {sql_string(batch)}) "
+        "(event_time, server_name, database_name, queue_name, event_type) values "
+        f"(timestamp'2026-03-01 00:00:00', {server_sql}, 'Db', 'Q', 'BROKER_QUEUE_DISABLED')"
+    )
+
+out = {}
+with connect("local") as e:
+    create_raw_tables(e)
+    land(e, "b20260301T000000Z_00000001", None)  # a defect in an earlier batch
+    land(e, "b20260302T000000Z_00000002", "SQL1")
+    out["old_defect"] = dbt_test()
+    land(e, "b9';--x", None)  # the latest batch (sorts last), with a defect
+    out["new_defect"] = dbt_test()
+print("@@" + json.dumps(out))
+"""
+)
+
+
+# A staging view's renamed or lowercased landing columns are tested on the landing table only
+# (models/staging/*/_*__models.yml): that is sound because a failed source test skips the view and
+# everything built from it. A bad outcome in the latest batch of the JMS attempts, then the
+# production build's selection for that source; the batch is dropped again (the store is shared).
+SOURCE_GATE_SCRIPT = (
+    PRELUDE
+    + """
+batch = "b99999999T000000Z_sourcegate"
+with connect("local") as e:
+    create_raw_tables(e)
+    e.execute(
+        f"insert into raw.jms_receive_attempts partition (_batch_id = {sql_string(batch)}) "
+        "(attempted_at, broker_name, address, queue_name, message_id, consumer_id, server_name, "
+        "outcome) values (timestamp'2026-03-01 00:00:00', 'B', 'A', 'Q', 'ID:1', 'C', 'S', "
+        "'Rolled_Forward')"
+    )
+    try:
+        results = dbt(
+            "build", "--select", "source:jms.jms_receive_attempts+",
+            "--exclude-resource-type", "unit_test", "--exclude", "tag:on_demand",
+        )
+    finally:
+        e.execute(
+            "alter table raw.jms_receive_attempts drop partition "
+            f"(_batch_id = {sql_string(batch)})"
+        )
+print("@@" + json.dumps({r.node.unique_id: str(r.status) for r in results}))
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def results(shared_store: SharedChild) -> dict[str, Any]:
+    return shared_store.run(SCRIPT)
+
+
+def test_a_defect_in_an_earlier_batch_is_left_alone(results: dict[str, Any]) -> None:
+    (test,) = results["old_defect"]
+    assert test["status"] == "pass", test
+    # The latest batch, as a constant Spark can prune partitions with: no subquery over history.
+    assert "_batch_id = cast('b20260302T000000Z_00000002' as string)" in test["sql"]
+    assert "select max(" not in test["sql"]
+
+
+def test_a_defect_in_the_latest_batch_fails_and_its_value_is_escaped(
+    results: dict[str, Any],
+) -> None:
+    (test,) = results["new_defect"]
+    assert test["status"] == "fail", test
+    assert test["failures"] == 1, test
+    assert "_batch_id = cast('b9\\';--x' as string)" in test["sql"]
+
+
+def test_a_failed_source_test_skips_the_staging_view_and_what_is_built_from_it(
+    shared_store: SharedChild,
+) -> None:
+    statuses = shared_store.run(SOURCE_GATE_SCRIPT)
+    failed = [u for u, s in statuses.items() if s == "fail"]
+    assert len(failed) == 1 and failed[0].startswith(
+        "test.poisonwatch.source_accepted_values_jms_jms_receive_attempts_outcome"
+    ), statuses
+    assert statuses["model.poisonwatch.stg_jms__receive_attempts"] == "skipped"
+    assert statuses["model.poisonwatch.int_receive_attempts_sequenced"] == "skipped"
+    assert statuses["model.poisonwatch.poison_messages"] == "skipped"
+    ran = {u for u, s in statuses.items() if s not in ("skipped", "fail")}
+    assert all(u.startswith(("operation.", "test.poisonwatch.source_")) for u in ran), ran

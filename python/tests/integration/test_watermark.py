@@ -1,0 +1,272 @@
+"""Incremental models record the upstream watermark they have taken in as a table property after
+each run (macros/incremental/record_watermark.sql, a post-hook) and read it back before the next
+(recorded_watermark.sql), instead of scanning their own rows for the newest value. Real dbt and
+Spark on the store these tests share (conftest.py): the statement the hook writes for an
+upstream with rows and for an empty one, and what is read back from a table with the property,
+without it, and with a value that is not a timestamp (hostile text included).
+The same for the newest landing batch a model holds (record_batch_watermark.sql: a pending
+property before the run writes, a committed one after; recorded_batch_watermark.sql): the
+condition a model filters its new batches with reads the pair when both agree, and scans the
+table's batch_id when they differ (a run stopped between them), are missing or hold other text.
+A model that knows the newest value it writes and the partitions holding it says so
+(remember_latest_value.sql), and latest_value then answers from that without a scan.
+test_incremental.py checks the models that use them against a full refresh."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+from support.child_python import SharedChild
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import json
+from support.child_dbt import compile_inline
+from poisonwatch.ingest.sql import sql_string
+from poisonwatch.warehouse.engine import connect
+
+def rel(name):
+    return f"api.Relation.create(schema='wm', identifier='{name}')"
+
+def compiled(inline):
+    return " ".join(compile_inline(inline).split())
+
+def recorded(name):
+    return compiled("{{ recorded_watermark(" + rel(name) + ", 'sequenced_at') }}")
+
+BATCHES = "('b20260101T000000Z_aaaaaaaa'), ('b20260102T000000Z_bbbbbbbb')"
+OLDER = "b20260101T000000Z_aaaaaaaa"
+with connect("local") as e:
+    e.execute("create database if not exists wm")
+    for name in ("b_plain", "b_recorded", "b_pending", "b_hostile", "b_empty"):
+        e.execute(f"create table wm.{name} (batch_id string) using parquet")
+        if name != "b_empty":
+            e.execute(f"insert into wm.{name} values {BATCHES}")
+    # The recorded batch is deliberately older than the rows' newest: read back, it shows
+    # that the condition came from the properties, not from a scan.
+    e.execute(
+        "alter table wm.b_recorded set tblproperties ('poisonwatch.batch_watermark' = "
+        f"'{OLDER}', 'poisonwatch.batch_watermark.pending' = '{OLDER}')"
+    )
+    e.execute(
+        "alter table wm.b_pending set tblproperties ('poisonwatch.batch_watermark' = "
+        f"'{OLDER}', 'poisonwatch.batch_watermark.pending' = 'b20260103T000000Z_cccccccc')"
+    )
+    hostile = sql_string(OLDER + "' or true --")
+    e.execute(
+        f"alter table wm.b_hostile set tblproperties ('poisonwatch.batch_watermark' = "
+        f"{hostile}, 'poisonwatch.batch_watermark.pending' = {hostile})"
+    )
+    e.execute("create table wm.up (sequenced_at timestamp, p string) using parquet")
+    e.execute(
+        "insert into wm.up values (timestamp '2026-01-01 00:00:00', 'a'), "
+        "(timestamp '2026-01-02 03:04:05.123456', 'b')"
+    )
+    e.execute("create table wm.empty (sequenced_at timestamp) using parquet")
+    # The sequenced attempts' own newest value (record_latest_value's pair).
+    for name, pending, committed in (
+        ("l_agree", "2026-01-02 03:04:05", "2026-01-02 03:04:05"),
+        ("l_pending", "2026-01-03 00:00:00", "2026-01-02 03:04:05"),
+        ("l_hostile", "2026-01-02 03:04:05' or true --", "2026-01-02 03:04:05' or true --"),
+        ("l_none", None, None),
+    ):
+        e.execute(f"create table wm.{name} (sequenced_at timestamp) using parquet")
+        if pending is not None:
+            e.execute(
+                f"alter table wm.{name} set tblproperties "
+                f"('poisonwatch.latest.sequenced_at.pending' = {sql_string(pending)}, "
+                f"'poisonwatch.latest.sequenced_at' = {sql_string(committed)})"
+            )
+    for name in ("plain", "stamped", "hostile"):
+        e.execute(f"create table wm.{name} (sequenced_at timestamp) using parquet")
+    e.execute(
+        "alter table wm.stamped set tblproperties "
+        "('poisonwatch.watermark.sequenced_at' = '2026-01-02 03:04:05.123456')"
+    )
+    e.execute(
+        "alter table wm.hostile set tblproperties ('poisonwatch.watermark.sequenced_at' = "
+        + sql_string("2026-01-02 03:04:05') or true --") + ")"
+    )
+
+def condition(name):
+    return compiled("{{ unprocessed_batches_condition(" + rel(name) + ") }}")
+
+TAKE = "{% do batches_taken(this, 'b20260102T000000Z_bbbbbbbb') %}"
+out = {
+    "conditions": {
+        name: condition(name)
+        for name in ("b_plain", "b_recorded", "b_pending", "b_hostile", "b_empty")
+    },
+    "taken": compiled(
+        "{% do batches_taken(" + rel("t") + ", 'b20260102T000000Z_bbbbbbbb') %}"
+        "{% do batches_taken(" + rel("t") + ", none) %}"
+        "{% do batches_taken(" + rel("t") + ", 'b20260101T000000Z_aaaaaaaa') %}"
+        "{{ batches_taken(" + rel("t") + ") }}|{{ batches_taken(" + rel("u") + ") }}"
+    ),
+    "newest": compiled(
+        "{{ newest_batch('select batch_id from wm.b_plain') }}|"
+        "{{ newest_batch('select batch_id from wm.b_empty') }}"
+    ),
+    "pending_nothing_taken": compiled("{{ record_batch_watermark('pending') }}"),
+    "pending": compiled(TAKE + "{{ record_batch_watermark('pending') }}"),
+    "committed": compiled(TAKE + "{{ record_batch_watermark('committed') }}"),
+    "hook": compiled("{{ record_watermark(" + rel("up") + ", 'sequenced_at') }}"),
+    "hook_empty": compiled("{{ record_watermark(" + rel("empty") + ", 'sequenced_at') }}"),
+    "latest": compiled(
+        "|".join(
+            "{{ recorded_latest_value(" + rel(name) + ", 'sequenced_at') }}"
+            for name in ("l_agree", "l_pending", "l_hostile", "l_none")
+        )
+    ),
+    # Outside an incremental run nothing was remembered: the pre-hook writes nothing.
+    "latest_pending_nothing": compiled("{{ record_latest_value('sequenced_at', 'pending') }}"),
+    "bound": compiled("{{ timestamp_bound('2026-01-02 03:04:05.5') }}"),
+    "set": compiled(
+        "{{ set_table_properties(" + rel("t") + ", {'a.b': 'x', 'c': \\"y' or true --\\"}) }}"
+    ),
+    "plain": recorded("plain"),
+    "stamped": recorded("stamped"),
+    "hostile": recorded("hostile"),
+    # wm.up's newest is 2026-01-02 03:04:05.123456 in partitions a and b: what is read back
+    # is what a model said it wrote, so no scan happened.
+    "remembered": compiled(
+        "{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', 'timestamp', "
+        "'2026-01-03 00:00:00', 'p', ['b']) %}"
+        "{{ latest_value(" + rel("up") + ", 'sequenced_at', 'p') | tojson }}|"
+        "{{ latest_scope_value(" + rel("up") + ", 'sequenced_at') }}|"
+        "{{ record_watermark(" + rel("up") + ", 'sequenced_at') }}"
+    ),
+}
+try:
+    compiled(
+        "{% if execute %}{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', "
+        "'timestamp', '2026-01-03 00:00:00', 'p', []) %}{% endif %}"
+    )
+    out["refused"] = ""
+except AssertionError as exc:
+    out["refused"] = str(exc)
+# cache_rows outside run and build returns its query; one holding a `with` is refused, as
+# Spark would not reuse it from the cache (a column named like the keyword is no `with`).
+out["cache_plain"] = compiled(
+    "{{ cache_rows(" + rel("up") + ", 'select with_x from (select 1 as with_x) as w') }}"
+)
+for name, sql in (
+    ("cache_with", "With  a AS (select 1) select * from a"),
+    ("cache_nested_with", "select * from (with a as (select 1) select * from a) as b"),
+    ("cache_with_columns", "with a (x, y) as (select 1, 2) select * from a"),
+    ("cache_with_recursive", "with recursive a as (select 1) select * from a"),
+):
+    try:
+        compiled(
+            "{% if execute %}{{ cache_rows(" + rel("up") + ", " + json.dumps(sql) + ") }}"
+            "{% endif %}"
+        )
+        out[name] = ""
+    except AssertionError as exc:
+        out[name] = str(exc)
+print("@@" + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def out(shared_store: SharedChild) -> dict[str, Any]:
+    return shared_store.run(SCRIPT)
+
+
+def test_the_hook_records_the_newest_upstream_value(out: dict[str, Any]) -> None:
+    assert re.fullmatch(
+        r"alter table \S+ set tblproperties \('poisonwatch\.watermark\.sequenced_at' "
+        r"= '2026-01-02 03:04:05\.123456'\)",
+        out["hook"],
+    ), out["hook"]
+
+
+def test_the_hook_writes_nothing_for_an_empty_upstream(out: dict[str, Any]) -> None:
+    assert out["hook_empty"] == ""
+
+
+def test_a_value_a_model_remembers_is_read_without_a_scan(out: dict[str, Any]) -> None:
+    latest, scope, hook = out["remembered"].split("|")
+    assert json.loads(latest) == {
+        "type": "timestamp",
+        "value": "2026-01-03 00:00:00",
+        "partitions": ["b"],
+    }
+    assert scope == "cast('2026-01-03 00:00:00' as timestamp)"
+    assert re.fullmatch(
+        r"alter table \S+ set tblproperties \('poisonwatch\.watermark\.sequenced_at' "
+        r"= '2026-01-03 00:00:00'\)",
+        hook,
+    ), hook
+    assert "remember_latest_value expects" in out["refused"], out["refused"]
+
+
+def test_the_recorded_latest_value_is_read_only_from_an_agreeing_pair(
+    out: dict[str, Any],
+) -> None:
+    # a run stopped between the hooks, text that is not a timestamp, or no pair: None, and
+    # the models downstream scan as before
+    assert out["latest"] == "2026-01-02 03:04:05|None|None|None", out["latest"]
+    assert out["latest_pending_nothing"] == ""
+    assert out["bound"] == "cast('2026-01-02 03:04:05.5' as timestamp)"
+    # the statement every watermark hook writes: keys and values quoted, in order
+    assert out["set"] == (
+        "alter table wm.t set tblproperties ('a.b' = 'x', 'c' = 'y\\' or true --')"
+    ), out["set"]
+
+
+def test_a_recorded_timestamp_is_read_back(out: dict[str, Any]) -> None:
+    assert out["stamped"] == "2026-01-02 03:04:05.123456"
+
+
+def test_no_property_or_one_that_is_not_a_timestamp_reads_as_none(out: dict[str, Any]) -> None:
+    # the caller then scans its own rows, as before the property existed
+    assert out["plain"] == "None"
+    assert out["hostile"] == "None"
+
+
+NEWEST = "b20260102T000000Z_bbbbbbbb"
+
+
+def test_the_batch_condition_reads_an_agreeing_pair_and_no_rows(out: dict[str, Any]) -> None:
+    # the pair holds an older batch than the rows do: no scan happened
+    assert out["conditions"]["b_recorded"] == "batch_id > 'b20260101T000000Z_aaaaaaaa'"
+
+
+def test_the_batch_condition_scans_without_an_agreeing_pair(out: dict[str, Any]) -> None:
+    # a run stopped between the hooks, no properties, or text that is not a batch id
+    for name in ("b_pending", "b_plain", "b_hostile"):
+        assert out["conditions"][name] == f"batch_id > '{NEWEST}'", (name, out["conditions"])
+    assert out["conditions"]["b_empty"] == "true"
+
+
+def test_batches_taken_keeps_the_newest_per_table(out: dict[str, Any]) -> None:
+    assert out["taken"] == f"{NEWEST}|None"
+
+
+def test_newest_batch_of_a_query(out: dict[str, Any]) -> None:
+    assert out["newest"] == f"{NEWEST}|None"
+
+
+def test_the_batch_hooks_write_pending_before_and_both_after(out: dict[str, Any]) -> None:
+    assert out["pending_nothing_taken"] == ""
+    assert re.fullmatch(
+        rf"alter table \S+ set tblproperties \('poisonwatch\.batch_watermark\.pending' "
+        rf"= '{NEWEST}'\)",
+        out["pending"],
+    ), out["pending"]
+    assert re.fullmatch(
+        rf"alter table \S+ set tblproperties \('poisonwatch\.batch_watermark\.pending' "
+        rf"= '{NEWEST}', 'poisonwatch\.batch_watermark' = '{NEWEST}'\)",
+        out["committed"],
+    ), out["committed"]
+
+
+def test_cache_rows_refuses_a_query_spark_would_not_reuse(out: dict[str, Any]) -> None:
+    assert out["cache_plain"] == "select with_x from (select 1 as with_x) as w"
+    for name in ("cache_with", "cache_nested_with", "cache_with_columns", "cache_with_recursive"):
+        assert "the query holds a `with`" in out[name], (name, out[name])
