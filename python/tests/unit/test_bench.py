@@ -1,11 +1,9 @@
-"""`poisonwatch bench`: one real run at a tiny size (real Spark and dbt, a few minutes), plus the
-pure parts (delta split, record counts, merging results). Speed is never asserted: the
-benchmark only reports figures."""
+"""`poisonwatch bench`, its pure parts: delta split, record counts, merging results, the table it
+writes (one real run at a tiny size: integration/test_bench_spark.py)."""
 
 from __future__ import annotations
 
 import gzip
-import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,6 @@ import pytest
 from poisonwatch.bench import (
     ATTEMPT_DATASETS,
     PHASES,
-    REQUIRED_KEYS,
     STEPS,
     chunk_records_for,
     count_records,
@@ -27,8 +24,6 @@ from poisonwatch.bench import (
 )
 from poisonwatch.config import PoisonwatchError
 from poisonwatch.generate import generate
-
-SIZE = 3000
 
 
 @pytest.fixture(autouse=True)
@@ -187,101 +182,6 @@ def test_merge_replaces_the_same_size_and_keeps_the_others() -> None:
     old = [{"attempts": 1_000_000, "x": 1}, {"attempts": 100_000, "x": 1}]
     merged = merge_results(old, [{"attempts": 100_000, "x": 2}, {"attempts": 5_000, "x": 3}])
     assert [(e["attempts"], e["x"]) for e in merged] == [(5_000, 3), (100_000, 2), (1_000_000, 1)]
-
-
-@pytest.mark.slow
-def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
-    out = tmp_path / "bench" / "results.json"
-    # An entry of another size is already there: the run keeps it.
-    out.parent.mkdir()
-    out.write_text(json.dumps([{"attempts": 10_000_000, "full_build_s": 1.0}]))
-
-    # Models and seeds only: the data tests cost the same fixed seconds at any size and run in
-    # the test script's own `dbt build`; this test checks the benchmark's plumbing and figures.
-    entries = run_bench([SIZE], seed=42, work=tmp_path / "work", out=out, data_tests=False)
-
-    saved = json.loads(out.read_text())
-    assert saved == entries
-    assert [e["attempts"] for e in saved] == [SIZE, 10_000_000]
-    entry = saved[0]
-    missing = [k for k in REQUIRED_KEYS if k not in entry]
-    assert not missing, missing
-    for step in STEPS:
-        assert entry[f"{step}_s"] > 0, step
-    assert entry["generate_s"] > 0
-    assert entry["data_tests"] is False
-    # The production command: the whole selector with --full-refresh, then only what is
-    # downstream of the delta's sources, then nothing at all (nothing new landed).
-    args = entry["build_args"]
-    assert args["full_build"][:3] == ["build", "--selector", "production"]
-    assert "--full-refresh" in args["full_build"]
-    assert args["full_build"][-2:] == ["--exclude-resource-type", "test"]
-    assert args["incremental_build"][:2] == ["build", "--select"]
-    for source in ("service_broker.ssb_receive_attempts", "jms.jms_receive_attempts"):
-        assert f"source:{source}+" in args["incremental_build"]
-    # ... without unit tests, data tests (this run) and the on-demand backtests.
-    assert args["incremental_build"][-5:] == [
-        "--exclude-resource-type",
-        "unit_test",
-        "test",
-        "--exclude",
-        "tag:on_demand",
-    ]
-    assert args["no_data_build"] == []
-    # ... decided from the ledgers' Parquet files alone, which agreed with what Spark read.
-    assert entry["build_spark_free"] == ["no_data_build"]
-    assert "nothing new" in entry["build_reason"]["no_data_build"]
-    # The ten slowest nodes of each dbt step, slowest first; none when dbt did not run.
-    slowest = entry["slowest_nodes"]
-    assert len(slowest["full_build"]) == 10 and slowest["incremental_build"]
-    assert slowest["no_data_build"] == []
-    for nodes in slowest.values():
-        seconds = [s for _, s in nodes]
-        assert seconds == sorted(seconds, reverse=True) and all(s >= 0 for s in seconds)
-        assert all(n.split(" ")[0] in ("model", "seed", "test", "operation") for n, _ in nodes)
-    # Both floors read what the pipeline read: every message, every landed attempt.
-    assert entry["floor_sequence_messages"] == entry["floor_messages"] > 0
-    assert entry["floor_ingest_attempts"] == entry["attempts_loaded"]
-    assert entry["full_over_floor_sequence"] == round(
-        entry["full_build_s"] / entry["floor_sequence_s"], 2
-    )
-    assert entry["ingest_over_floor_ingest"] == round(
-        entry["ingest_s"] / entry["floor_ingest_s"], 2
-    )
-    assert 0 < entry["incremental_attempts"] <= 0.03 * SIZE
-    assert entry["attempts_loaded"] + entry["incremental_attempts"] == entry["attempts_generated"]
-    assert entry["full_over_floor"] == round(entry["full_build_s"] / entry["floor_s"], 2)
-    assert entry["incremental_over_full"] == round(
-        entry["incremental_build_s"] / entry["full_build_s"], 3
-    )
-    # What the +1 % build rewrote in the attempts table: at least every attempt of the
-    # messages the delta touched (all attempts of a message live in one partition, so a
-    # rewrite takes all of them), at most the whole table.
-    new, touched = entry["incremental_new_attempts"], entry["incremental_touched_attempts"]
-    rewritten, sequenced = (
-        entry["incremental_rewritten_attempts"],
-        entry["incremental_sequenced_attempts"],
-    )
-    assert new == entry["incremental_attempts"]
-    assert sequenced == entry["attempts_generated"]
-    assert 0 < new <= touched <= rewritten <= sequenced
-    assert entry["incremental_rewritten_share"] == round(rewritten / sequenced, 4)
-    assert entry["incremental_rewrite_amplification"] == round(rewritten / touched, 1)
-    assert entry["peak_rss_mb"] > 100
-    assert set(entry["peak_rss_mb_after"]) == set(STEPS)
-    # Each phase in a driver of its own: the delta's ingest and the incremental build start
-    # fresh, as `poisonwatch ingest` and `poisonwatch build` do.
-    assert entry["incremental_build_process"] == "fresh"
-    assert set(entry["spark_start_s"]) == set(PHASES)
-    assert all(s > 0 for s in entry["spark_start_s"].values())
-    assert entry["machine"]["cores"] and entry["machine"]["java"]
-    assert entry["spark_conf"]["spark.driver.memory"] == "2g"
-    assert not (tmp_path / "work" / str(SIZE)).exists()  # deleted without --keep
-    markdown = out.with_suffix(".md").read_text()
-    assert markdown.startswith("poisonwatch bench, measured ")
-    assert f"| {SIZE:,} (no data tests) |" in markdown and "| 10,000,000 |" in markdown
-    assert "| seq. floor s | full/seq |" in markdown and f"at {SIZE:,} attempts:" in markdown
-    assert f"| {SIZE:,} (no data tests) | {new:,} | {touched:,} | {rewritten:,} |" in markdown
 
 
 def test_rewrite_sql_takes_only_an_ingest_batch_id() -> None:
