@@ -305,6 +305,20 @@ def _parked_on_broker(engine: Any, broker_name: str) -> list[Any]:
     return [ParkRecord(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
 
 
+def _brokers_with_parks(engine: Any, names: set[str]) -> set[str]:
+    """Which of these brokers the ledger has committed JMS park actions on."""
+    if not names:
+        return set()
+    ops = ops_database()
+    _, rows = engine.query(
+        f"select distinct p.broker_name from `{ops}`.`parked_messages` p "
+        f"join `{ops}`.`action_log` l on l.action_id = p.action_id and l.run_id = p.run_id "
+        f"where p.broker_kind = 'jms' and l.outcome = 'applied_on_broker' "
+        f"and p.broker_name in {_id_set(sorted(names))}"
+    )
+    return {str(r[0]) for r in rows}
+
+
 def _commit(
     engine: Any,
     ids: list[str],
@@ -440,15 +454,30 @@ def apply_actions(
                 console.print("[bold]Dry run:[/bold] nothing applied. Run again with --yes.")
             return result
         live_names = {a["broker_name"] for a in plan.actions if live.is_live(a)}
+
+        def committed(ids: list[str]) -> set[str]:
+            return _committed(engine, ids)
+
+        def parked(name: str) -> list[Any]:
+            return _parked_on_broker(engine, name)
+
         if live_names:
-            live.prepare(
-                live_names,
-                lambda ids: _committed(engine, ids),
-                lambda name: _parked_on_broker(engine, name),
-            )
-            result.released = list(live.released)
-            for failure in live.release_failures:
-                console.print(f"[yellow]parked message not released:[/yellow] {terminal(failure)}")
+            live.prepare(live_names, committed, parked)
+        # A parked message falls due whether or not the plan has other work on its broker: the
+        # brokers with committed park actions are visited too, and one that cannot be reached
+        # only for that is reported without stopping the run.
+        for name in sorted(_brokers_with_parks(engine, set(live.brokers)) - live_names):
+            try:
+                live.prepare({name}, committed, parked)
+            except BrokerError as exc:
+                live.release_failures.append(f"{name}: {exc}")
+        result.released = list(live.released)
+        for failure in live.release_failures:
+            console.print(f"[yellow]parked message not released:[/yellow] {terminal(failure)}")
+        if result.released:
+            sent = Counter(result.released)
+            where = ", ".join(f"{n} to {terminal(q)}" for q, n in sorted(sent.items()))
+            console.print(f"parked messages re-sent: {where}")
         if not plan.actions:
             console.print("[green]Nothing to apply.[/green]")
             return result
@@ -594,8 +623,6 @@ def print_result(result: ApplyResult, console: Console | None = None) -> None:
             f"[yellow]failed[/yellow] {o.action.action_type} {terminal(o.action.message_id)}: "
             f"{terminal(o.detail)}"
         )
-    if result.released:
-        console.print(f"parked messages re-sent to: {terminal(', '.join(result.released))}")
     console.print(f"run(s): {', '.join(result.runs)}")
     for path in result.scripts:
         if path in result.script_servers:

@@ -2,10 +2,11 @@
 until the broker dead-letters, `collect`, ingest, dbt seed + run of the marts checked here and
 what they are built from (the other models and the data tests run in scripts/test.sh's build on
 generated data: not the subject here), the marts against the broker's own DLQ, then
-`poisonwatch apply` of retry_from_dlq and dead_letter actions on the broker killed three times
-(kill -9 in the middle of the broker phase, a broker crash and restart in the middle,
+`poisonwatch apply` of retry_from_dlq, dead_letter and park actions on the broker killed three
+times (kill -9 in the middle of the broker phase, a broker crash and restart in the middle,
 kill -9 between the broker step and the ledger write), re-run, and the broker's queues checked
-message by message: every message exactly once in the right place.
+message by message: every message exactly once in the right place. Then the next applies, with
+nothing left to plan, send the parked messages back to the queue their ledger rows name, once.
 
 Queues (broker redelivery 1.1 s; ActiveMQ's default dead-letter strategy per queue `DLQ.<q>`):
 - e2e.audit    30 messages, a healthy consumer: acknowledged, never in poison_messages;
@@ -15,7 +16,10 @@ Queues (broker redelivery 1.1 s; ActiveMQ's default dead-letter strategy per que
   4 deliveries (maximumRedeliveries 3) → `poisonwatch replay` → retry_from_dlq actions;
 - e2e.billing  60 messages, the same bug, but this queue's broker policy allows 20 deliveries:
   the consumer is stopped after 10, the messages stay on the queue and the marts classify them
-  poison (max_deliveries 10) → dead_letter actions.
+  poison (max_deliveries 10) → dead_letter actions;
+- e2e.parking   5 messages with a property and a JMS type, like billing, but a policy row of its
+  own says `park` with no delay → park actions: apply moves them to e2e.parking.parked, and the
+  following apply sends them back to e2e.parking.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.activemq import ActiveMQ, ensure_activemq
+from support.activemq import ActiveMQ, ensure_activemq, started
 from support.child_python import run_py
 
 from poisonwatch.broker.actions import ACTION_PROPERTY, JOURNAL_QUEUE, SOURCE_ID_PROPERTY
@@ -46,19 +50,23 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent / "poisonwatch"
-N_AUDIT, N_PAYMENTS, N_ORDERS, N_BILLING = 30, 30, 150, 60
+N_AUDIT, N_PAYMENTS, N_ORDERS, N_BILLING, N_PARKING = 30, 30, 150, 60, 5
 # The marts checked here and read by `apply`, with what they are built from (the alert models
 # and the on-demand backtests are not the subject: scripts/test.sh's demo builds every model).
 RUN_SELECT = ["+poison_messages", "+dlq_messages", "+remediation_actions"]
 BILLING_DELIVERIES = 10
+# The park policy of e2e.parking, in the seed table's column order (seeds/failure_policies.csv):
+# the jms_default row's numbers with action `park`, due at once so that the next apply releases.
+PARK_POLICY = (
+    "'e2e_parking', 'jms', 'e2e.parking', null, 10, null, false, 'park', null, null, "
+    "1000, 2.0, 60000, 0"
+)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     folder = tmp_path_factory.mktemp("broker-e2e")
-    broker = ActiveMQ(
-        folder / "activemq", max_redeliveries=3, queue_redeliveries={"e2e.billing": 20}
-    ).start()
+    redeliveries = {"e2e.billing": 20, "e2e.parking": 20}
     env = {
         **os.environ,
         "POISONWATCH_HOME": str(folder / "store"),
@@ -68,10 +76,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     }
     for key in ("POISONWATCH_CRASH_AT", "POISONWATCH_PAUSE_AT"):
         env.pop(key, None)
-    try:
-        yield {"broker": broker, "env": env, "landing": folder / "landing", "folder": folder}
-    finally:
-        broker.stop()
+    with started(folder / "activemq", max_redeliveries=3, queue_redeliveries=redeliveries) as b:
+        yield {"broker": b, "env": env, "landing": folder / "landing", "folder": folder}
 
 
 def browse(broker: ActiveMQ, queue: str) -> list[Any]:
@@ -98,6 +104,12 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
         ):
             for i in range(n):
                 c.send(queue, f'{{"queue": "{queue}", "n": {i}}}'.encode(), {"persistent": "true"})
+        for i in range(N_PARKING):
+            c.send(
+                "e2e.parking",
+                f"park me {i}".encode(),
+                {"persistent": "true", "type": "ParkMe", "tenant": f"t-{i}"},
+            )
         c.sync()
 
     seen: collections.Counter[str] = collections.Counter()
@@ -113,12 +125,14 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
     def bug(frame: Any) -> None:
         raise ValueError("order total is negative")  # a permanent bug: fails every time
 
-    stops, threads, recorders = [], [], {}
+    stops: dict[str, threading.Event] = {}
+    threads, recorders = [], {}
     for queue, handler, consumer in (
         ("e2e.audit", healthy, "agent.audit"),
         ("e2e.payments", transient, "agent.payments"),
         ("e2e.orders", bug, "agent.orders"),
         ("e2e.billing", bug, "agent.billing"),
+        ("e2e.parking", bug, "agent.parking"),
     ):
         rec = AttemptRecorder(landing, target.name, consumer, server_name="node-1")
         recorders[queue] = rec
@@ -127,37 +141,46 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
             target=consume, args=(target, queue, handler, rec, stop), kwargs={"prefetch": 20}
         )
         t.start()
-        stops.append(stop)
+        stops[queue] = stop
         threads.append(t)
     try:
         _wait("orders dead-lettered", lambda: len(browse(broker, "DLQ.e2e.orders")) == N_ORDERS)
-        billing = recorders["e2e.billing"]
-        _wait(
-            "billing delivered 10 times each",
-            lambda: (
-                len(billing._seen) == N_BILLING
-                and min(billing._seen.values()) >= BILLING_DELIVERIES
-            ),
-        )
-        stops[3].set()
+        # billing and parking: stopped once every message was delivered 10 times
+        for queue, n in (("e2e.billing", N_BILLING), ("e2e.parking", N_PARKING)):
+            rec = recorders[queue]
+            _wait(
+                f"{queue} delivered 10 times each",
+                lambda rec=rec, n=n: (
+                    len(rec._seen) == n and min(rec._seen.values()) >= BILLING_DELIVERIES
+                ),
+            )
+            stops[queue].set()
         _wait("audit and payments done", lambda: not browse(broker, "e2e.audit"))
         _wait("payments done", lambda: not browse(broker, "e2e.payments"))
     finally:
-        for s in stops:
+        for s in stops.values():
             s.set()
         for t in threads:
             t.join(30)
     # billing's pending redeliveries come back to the queue: 60 messages, none dead-lettered
     _wait("billing back on its queue", lambda: len(browse(broker, "e2e.billing")) == N_BILLING)
+    _wait("parking back on its queue", lambda: len(browse(broker, "e2e.parking")) == N_PARKING)
     assert not browse(broker, "DLQ.e2e.billing")
+    assert not browse(broker, "DLQ.e2e.parking")
 
     result = collect(target, ["e2e.*"], out=landing)
     assert result.error is None
     assert result.per_queue["DLQ.e2e.orders"] == N_ORDERS
     assert result.per_queue["e2e.billing"] == N_BILLING
+    assert result.per_queue["e2e.parking"] == N_PARKING
     dlq_ids = sorted(m.message_id for m in browse(broker, "DLQ.e2e.orders"))
     billing_ids = sorted(m.message_id for m in browse(broker, "e2e.billing"))
-    world.update(dlq_ids=dlq_ids, billing_ids=billing_ids)
+    parking = {m.message_id: m for m in browse(broker, "e2e.parking")}
+    world.update(
+        dlq_ids=dlq_ids,
+        billing_ids=billing_ids,
+        parking={i: (m.body, m.properties["tenant"]) for i, m in parking.items()},
+    )
 
     out = run_py(
         f"""
@@ -171,6 +194,8 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
             s = ingest(e, Path({str(landing)!r}))
             assert not s.rejected_total, s
             run_dbt(["seed"])
+            # A queue policy of the user's own, as a row of the seed they edit would give it.
+            e.execute("insert into poisonwatch_policy.failure_policies values ({PARK_POLICY})")
             run_dbt(["run", "--select", *{RUN_SELECT!r}])
             q = lambda sql: [[None if v is None else str(v) for v in r] for r in e.query(sql)[1]]
             out = {{
@@ -188,7 +213,7 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
             out["actions"] = [[str(v) for v in r] for r in e.query(
                 "select action_type, message_id, queue_name, orig_queue, status, action_id "
                 "from poisonwatch.remediation_actions where broker_kind = 'jms' "
-                "and action_type in ('retry_from_dlq', 'dead_letter')")[1]]
+                "and action_type in ('retry_from_dlq', 'dead_letter', 'park')")[1]]
         print("@@" + json.dumps(out))
         """,
         world["env"],
@@ -203,12 +228,17 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
         assert row[3] == "4" and "ValueError" in str(row[4]), row
     for mid in billing_ids:
         assert poison[("e2e.billing", mid)][2] == "poison"
+    for mid in parking:
+        assert poison[("e2e.parking", mid)][2] == "poison"
     assert {r[2] for (q, _), r in poison.items() if q == "e2e.payments"} == {"recovered"}
     assert len([k for k in poison if k[0] == "e2e.payments"]) == N_PAYMENTS
     assert not [k for k in poison if k[0] == "e2e.audit"]
     pending = [r for r in out["actions"] if r[4] == "pending"]
     assert sorted(r[1] for r in pending if r[0] == "retry_from_dlq") == dlq_ids
     assert sorted(r[1] for r in pending if r[0] == "dead_letter") == billing_ids
+    parks = [r for r in pending if r[0] == "park"]
+    assert sorted(r[1] for r in parks) == sorted(parking)
+    assert {r[2] for r in parks} == {"e2e.parking"}
     world["planned"] = sorted(r[5] for r in pending)
 
 
@@ -255,19 +285,38 @@ def test_apply_on_the_broker_exactly_once_under_kills(world: dict[str, Any]) -> 
     log, _ = proc.communicate(timeout=1200)
     assert proc.returncode == -signal.SIGKILL, log[-3000:]
 
-    # the re-run settles every action from the broker's journal, moves nothing twice (in a
-    # child process that then reads the ledger with the same Spark session: one JVM less)
+    # the re-run settles every action from the broker's journal, moves nothing twice; then two
+    # more applies with nothing left to plan: the first sends the parked messages back, the
+    # second finds nothing to send (in one child process that also reads the ledger and the
+    # broker between the runs, with the same Spark session: one JVM)
     out = run_py(
         f"""
         import json
+        from poisonwatch.broker.client import StompClient
+        from poisonwatch.broker.profiles import parse_broker_url
         from poisonwatch.remediation import Filters, run_apply
         from poisonwatch.warehouse.engine import connect
+
+        def queues():
+            with StompClient(parse_broker_url({broker.url!r})) as c:
+                return {{q: [[m.body.decode(), m.headers.get("type"), m.properties]
+                            for m in c.browse(q)]
+                        for q in ("e2e.parking", "e2e.parking.parked", "DLQ.e2e.parking")}}
+
         result = run_apply(Filters(), yes=True, target="local", brokers=[{broker.url!r}])
         with connect("local") as e:
             rows = e.query("select action_id, count(*), max(outcome) "
                            "from poisonwatch_ops.action_log group by action_id")[1]
-        print("@@" + json.dumps({{"broker": dict(result.broker),
-                                 "log": [[str(v) for v in r] for r in rows]}}))
+            parked_rows = e.query("select message_id, queue_name, holding_queue, body "
+                                  "from poisonwatch_ops.parked_messages")[1]
+        out = {{"broker": dict(result.broker), "log": [[str(v) for v in r] for r in rows],
+                "parked_rows": [[str(v) for v in r] for r in parked_rows],
+                "after_park": queues(), "released": []}}
+        for _ in range(2):
+            again = run_apply(Filters(), yes=True, target="local", brokers=[{broker.url!r}])
+            out["released"].append([again.released, dict(again.applied)])
+            out.setdefault("after_release", []).append(queues())
+        print("@@" + json.dumps(out))
         """,
         world["env"],
     )
@@ -290,3 +339,29 @@ def test_apply_on_the_broker_exactly_once_under_kills(world: dict[str, Any]) -> 
     log = {r[0]: r for r in out["log"]}
     assert {r[1] for r in log.values()} == {"1"}
     assert sorted(i for i, r in log.items() if r[2] == "applied_on_broker") == planned
+
+    # park: gone from its queue, in the holding queue with its body, type and properties, and
+    # the ledger names the queue it goes back to
+    parking: dict[str, tuple[str, str]] = world["parking"]
+    want = sorted((body.decode(), tenant) for body, tenant in parking.values())
+    parked = out["after_park"]
+    assert parked["e2e.parking"] == [] and parked["DLQ.e2e.parking"] == []
+    held = parked["e2e.parking.parked"]
+    assert sorted((body, props["tenant"]) for body, _, props in held) == want
+    assert {kind for _, kind, _ in held} == {"ParkMe"}
+    assert sorted(props[SOURCE_ID_PROPERTY] for _, _, props in held) == sorted(parking)
+    assert {props["poisonwatch_park_queue"] for _, _, props in held} == {"e2e.parking"}
+    assert sorted(r[0] for r in out["parked_rows"]) == sorted(parking)
+    assert {(r[1], r[2]) for r in out["parked_rows"]} == {("e2e.parking", "e2e.parking.parked")}
+    assert sorted(r[3] for r in out["parked_rows"]) == sorted(b for b, _ in want)
+    # release: the next apply (nothing planned) sends each back to e2e.parking, once; the one
+    # after it sends nothing again
+    (released, applied), (released_again, applied_again) = out["released"]
+    assert released == ["e2e.parking"] * N_PARKING and applied == {}
+    assert released_again == [] and applied_again == {}
+    for queues in out["after_release"]:
+        assert queues["e2e.parking.parked"] == [] and queues["DLQ.e2e.parking"] == []
+        back = queues["e2e.parking"]
+        assert sorted((body, props["tenant"]) for body, _, props in back) == want
+        assert {kind for _, kind, _ in back} == {"ParkMe"}
+        assert sorted(props[SOURCE_ID_PROPERTY] for _, _, props in back) == sorted(parking)
