@@ -10,11 +10,10 @@ import base64
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.activemq import ActiveMQ, ensure_activemq
+from support.activemq import ActiveMQ, broker_fixture, client_fixture, ensure_activemq
 
 from poisonwatch.broker.actions import (
     ACTION_PROPERTY,
@@ -35,19 +34,8 @@ _why = ensure_activemq()
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ActiveMQ]:
-    b = ActiveMQ(tmp_path_factory.mktemp("activemq"), max_redeliveries=2).start()
-    try:
-        yield b
-    finally:
-        b.stop()
-
-
-@pytest.fixture
-def client(broker: ActiveMQ) -> Iterator[StompClient]:
-    with StompClient(parse_broker_url(broker.url)) as c:
-        yield c
+broker = broker_fixture(max_redeliveries=2)
+client = client_fixture()
 
 
 def _send(client: StompClient, queue: str, body: bytes, **headers: str) -> None:

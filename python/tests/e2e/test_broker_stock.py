@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.activemq import ActiveMQ, ensure_activemq
+from support.activemq import ActiveMQ, ensure_activemq, started
 
 from poisonwatch.broker.client import StompClient
 from poisonwatch.broker.profiles import parse_broker_url
@@ -30,15 +30,12 @@ def stock(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object
     good = make_ca(tls, "good")
     other = make_ca(tls, "other")
     keystore = make_keystore(tls, "good")
-    b = ActiveMQ(folder / "broker", stock=True, keystore=keystore).start()
-    try:
+    with started(folder / "broker", stock=True, keystore=keystore) as b:
         with StompClient(parse_broker_url(b.url)) as c:
             for body in (b"one", b"two"):
                 c.send("s.orders", body, {"persistent": "true"})
             c.sync()
         yield {"broker": b, "good": good, "other": other}
-    finally:
-        b.stop()
 
 
 def _collect(*args: str, out: Path) -> subprocess.CompletedProcess[str]:

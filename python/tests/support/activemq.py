@@ -7,6 +7,10 @@ xstream and jettison (dependencies of the package) go on the broker's class path
 clients can read advisory messages as JSON (`transformation: jms-advisory-json`), which is how
 `poisonwatch collect` lists queues; `stock=True` leaves them out, as Debian's own start script
 does. `keystore=` adds a stomp+ssl connector (a keystore `make_keystore` builds with keytool).
+
+The test modules share `broker_fixture(...)` (one broker per module, stopped by PID after it),
+`client_fixture()` (a STOMP connection per test) and `started(...)` for fixtures that do more
+around the broker.
 """
 
 from __future__ import annotations
@@ -17,9 +21,14 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import quoteattr
+
+import pytest
 
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
 ACTIVEMQ_JAR = ACTIVEMQ_HOME / "bin" / "activemq.jar"
@@ -283,3 +292,37 @@ class ActiveMQ:
     def log_tail(self, chars: int = 3000) -> str:
         path = self.folder / "broker.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
+
+
+@contextmanager
+def started(folder: Path, **options: Any) -> Iterator[ActiveMQ]:
+    """A broker in `folder` (`ActiveMQ`'s options) for the block, stopped by PID after it."""
+    broker = ActiveMQ(folder, **options).start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def broker_fixture(**options: Any) -> Callable[..., Iterator[ActiveMQ]]:
+    """A module-scoped `broker` fixture: `broker = broker_fixture(max_redeliveries=2)`."""
+
+    @pytest.fixture(scope="module")
+    def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ActiveMQ]:
+        with started(tmp_path_factory.mktemp("activemq"), **options) as b:
+            yield b
+
+    return broker
+
+
+def client_fixture() -> Callable[..., Iterator[Any]]:
+    """A `client` fixture: a STOMP connection to the module's `broker` for each test."""
+    from poisonwatch.broker.client import StompClient
+    from poisonwatch.broker.profiles import parse_broker_url
+
+    @pytest.fixture
+    def client(broker: ActiveMQ) -> Iterator[StompClient]:
+        with StompClient(parse_broker_url(broker.url)) as c:
+            yield c
+
+    return client
