@@ -9,90 +9,45 @@ cluster (a master, one worker and its executor, a Thrift server; about a minute 
   long apply renews it past its period; a holder that stops renewing is taken over after the
   period by the store's clock, and then refuses to commit (its fencing token is no longer the
   newest).
+- end to end through the Thrift target on the same cluster: a small generated landing ingested
+  with `--target cluster`, `dbt build --target cluster` of poison_messages and what it is built
+  from, and the mart read back over JDBC by beeline and through PyHive, both agreeing with the
+  generator's labels message by message.
 
-Not marked `cluster`: `make test` runs it. Ports are picked free, so a cluster already running is
-untouched.
+Not marked `cluster`: `make test` runs it (the whole pipeline on a cluster, every mart compared
+with the embedded default, is test_cluster.py, marked `cluster`). Ports are picked free, so a
+cluster already running is untouched.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.cluster import ROOT, Cluster, running_cluster
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 # The lease period of these tests: long enough for a renewal on a busy two-core machine (one
 # statement on the Thrift server took up to ten seconds beside other Spark tests).
 LEASE_SECONDS = 30
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Cluster:
-    store: Path
-    env: dict[str, str]
-    state: dict
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    import pyspark
-
-    store = tmp_path_factory.mktemp("secured") / "store"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
-    env.update(
-        {
-            "POISONWATCH_HOME": str(store),
-            "POISONWATCH_TARGET": "cluster",
-            "POISONWATCH_THRIFT_HOST": "127.0.0.1",
-            "POISONWATCH_THRIFT_PORT": str(_free_port()),
-            "POISONWATCH_MASTER_PORT": str(_free_port()),
-            "POISONWATCH_MASTER_UI_PORT": str(_free_port()),
-            "POISONWATCH_THRIFT_UI_PORT": str(_free_port()),
-            "SPARK_HOME_FOR_TEST": str(Path(pyspark.__file__).parent),
-        }
-    )
-    start = subprocess.run(
-        [str(BIN / "poisonwatch"), "cluster", "start", "--workers", "1"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    try:
-        assert start.returncode == 0, start.stdout + start.stderr
-        state = json.loads((store / "cluster" / "state.json").read_text())
-        yield Cluster(store=store, env=env, state=state)
-    finally:
-        stop = subprocess.run(
-            [str(BIN / "poisonwatch"), "cluster", "stop"],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert stop.returncode == 0, stop.stdout + stop.stderr
+    with running_cluster(tmp_path_factory.mktemp("secured") / "store", workers=1) as c:
+        yield c
 
 
 def _cluster_pids(c: Cluster) -> dict[int, str]:
@@ -343,3 +298,72 @@ def test_an_unrenewed_lease_is_taken_over_and_its_holder_cannot_commit(
             os.kill(stalled.proc.pid, signal.SIGCONT)
             stalled.proc.kill()
             stalled.close()
+
+
+# A small workload: both broker kinds and every classification, in seconds of dbt work per model.
+PIPELINE_SEED, PIPELINE_ATTEMPTS = 7, 400
+
+
+def _message_key(row: dict) -> tuple:
+    if row["broker_kind"] == "jms":
+        return ("jms", row["broker_name"], row["queue_name"], row["message_id"])
+    return (
+        "service_broker",
+        row["server_name"],
+        row["database_name"],
+        row["queue_name"],
+        str(row["conversation_handle"]).upper(),
+        int(row["message_sequence_number"]),
+    )
+
+
+def test_a_mart_built_through_thrift_is_read_back_by_beeline(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    landing = tmp_path / "landing"
+    cluster.pw(
+        "generate", "--out", str(landing), "--seed", str(PIPELINE_SEED),
+        "--attempts", str(PIPELINE_ATTEMPTS),
+    )  # fmt: skip
+    cluster.pw("--target", "cluster", "ingest", "--strict", str(landing))
+    cluster.dbt(
+        "build", "--select", "+poison_messages",
+        "--exclude-resource-type", "test", "--exclude-resource-type", "unit_test",
+    )  # fmt: skip
+    # The tables live in the cluster's warehouse, not in a metastore this process opened.
+    assert any((cluster.store / "cluster" / "warehouse").glob("poisonwatch.db/poison_messages"))
+    assert not (cluster.store / "metastore_db").exists()
+    labels = [
+        row
+        for row in map(json.loads, (landing / "labels.jsonl").read_text().splitlines())
+        if row["kind"] == "message"
+    ]
+    expected = {_message_key(r): (r["classification"], r["reason"]) for r in labels}
+    assert {c for c, _ in expected.values()} >= {"poison", "recovered", "retrying"}
+    over_pyhive = cluster.sql_rows(
+        "select broker_kind, broker_name, server_name, database_name, queue_name, message_id, "
+        "conversation_handle, message_sequence_number, classification, reason "
+        "from poisonwatch.poison_messages"
+    )
+    assert {_message_key(r): (r["classification"], r["reason"]) for r in over_pyhive} == expected
+    query = (
+        "select broker_kind, classification, count(*) as messages "
+        "from poisonwatch.poison_messages group by broker_kind, classification "
+        "order by broker_kind, classification"
+    )
+    out = cluster.beeline(query)
+    # Beeline prints its prompt in front of the first line even with --silent=true.
+    lines = [
+        re.sub(r"^(\d+: jdbc:hive2://\S*|[. ]+)> ", "", line)
+        for line in out.stdout.splitlines()
+        if line.strip()
+    ]
+    over_jdbc = {
+        (r["broker_kind"], r["classification"]): int(r["messages"])
+        for r in csv.DictReader(io.StringIO("\n".join(lines)))
+    }
+    counted: dict[tuple[str, str], int] = {}
+    for r in labels:
+        key = (r["broker_kind"], r["classification"])
+        counted[key] = counted.get(key, 0) + 1
+    assert over_jdbc == counted, out.stdout
