@@ -10,6 +10,10 @@
     {%- if where -%}
         {%- do conditions.append('(' ~ where ~ ')') -%}
     {%- endif -%}
+    {%- set committed = poisonwatch.committed_batches_scope() -%}
+    {%- if committed -%}
+        {%- do conditions.append('(' ~ committed ~ ')') -%}
+    {%- endif -%}
     {%- set scope = test_scope_filter(relation) -%}
     {%- if scope -%}
         {%- do conditions.append('(' ~ scope ~ ')') -%}

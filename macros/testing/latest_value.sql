@@ -12,22 +12,28 @@
     none without it, or when a null partition holds such rows.
     With `scan=false`, only what the invocation already knows (read, or said by the model
     that wrote it: remember_latest_value): none instead of a scan.
+    With `where` (a condition on the relation's rows, such as committed_batches_scope's), the
+    greatest value among the rows it keeps, cached apart from the unfiltered one.
 -#}
-{% macro latest_value(relation, column, partition_column=none, scan=true) -%}
+{% macro latest_value(relation, column, partition_column=none, scan=true, where=none) -%}
     {%- if relation is none or relation is string or not poisonwatch.is_identifier(column)
-        or not (partition_column is none or poisonwatch.is_identifier(partition_column)) -%}
+        or not (partition_column is none or poisonwatch.is_identifier(partition_column))
+        or not (where is none or (where is string and where | trim)) -%}
         {{ exceptions.raise_compiler_error(
             "latest_value expects a relation, one column name and optionally one partition"
-            ~ " column name, got: " ~ relation ~ ", " ~ column ~ ", " ~ partition_column) }}
+            ~ " column name and a condition, got: " ~ relation ~ ", " ~ column ~ ", "
+            ~ partition_column ~ ", " ~ where) }}
     {%- endif -%}
     {{ return(adapter.dispatch('latest_value', 'poisonwatch')(
-        relation, column, partition_column, scan)) }}
+        relation, column, partition_column, scan, where)) }}
 {%- endmacro %}
 
-{% macro default__latest_value(relation, column, partition_column=none, scan=true) -%}
+{% macro default__latest_value(relation, column, partition_column=none, scan=true, where=none) -%}
     {%- set cache = graph.setdefault('poisonwatch_latest_values', {})
         if graph is mapping else {} -%}
-    {%- set key = relation ~ '|' ~ column ~ '|' ~ (partition_column or '') -%}
+    {%- set filtered = '' if where is none else '|' ~ where -%}
+    {%- set key = relation ~ '|' ~ column ~ '|' ~ (partition_column or '') ~ filtered -%}
+    {%- set rows_kept = '' if where is none else 'where ' ~ where -%}
     {%- if key not in cache -%}
         {%- if not scan or load_relation(relation) is none -%}
             {{ return(none) }}
@@ -40,6 +46,7 @@
                     concat('v', cast(max({{ column }}) as string)) as newest_value,
                     'null' as partitions_json
                 from {{ relation }}
+                {{ rows_kept }}
             {%- endset -%}
         {%- else -%}
             {%- set query -%}
@@ -52,6 +59,7 @@
                         else 'null'
                     end as partitions_json
                 from {{ relation }}
+                {{ rows_kept }}
                 group by {{ column }}
                 order by {{ column }} desc nulls last
                 limit 1
@@ -78,7 +86,7 @@
             }}) -%}
         {%- endif -%}
         {#- The same newest value serves the callers that ask without a partition column. -#}
-        {%- set plain_key = relation ~ '|' ~ column ~ '|' -%}
+        {%- set plain_key = relation ~ '|' ~ column ~ '|' ~ filtered -%}
         {%- if plain_key not in cache -%}
             {%- do cache.update({plain_key: {
                 'type': cache[key].type, 'value': cache[key].value, 'partitions': none,

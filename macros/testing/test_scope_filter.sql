@@ -6,6 +6,8 @@
     On a model partitioned by one other column, the partitions holding that value are named
     as well (`cast(<partition> as string) in (...)`, found in the same scan as the value), so
     that Spark prunes the others instead of opening every file to skip it by its statistics.
+    On a landing source that reads committed batches only (committed_batches_scope), the
+    latest batch is the latest committed one.
     Returns '' (every row) when the resource sets no such column, during `--full-refresh`,
     and at parse time. Called from get_where_subquery with the current test node as `model`.
 -#}
@@ -17,24 +19,14 @@
     {%- if not execute or flags.FULL_REFRESH or model is not mapping -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set tested = none -%}
-    {%- if model.get('attached_node') -%}
-        {%- set tested = graph.nodes.get(model.attached_node) -%}
-    {%- elif model.get('sources') -%}
-        {%- set matches = graph.sources.values()
-            | selectattr('source_name', 'equalto', model.sources[0][0])
-            | selectattr('name', 'equalto', model.sources[0][1])
-            | list -%}
-        {%- if matches | length > 0 -%}
-            {%- set tested = matches[0] -%}
-        {%- endif -%}
-    {%- endif -%}
-    {%- if tested is none -%}
+    {%- set found = poisonwatch.tested_resource() -%}
+    {%- if found is none -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set meta = {} -%}
-    {%- do meta.update(tested.get('meta') or {}) -%}
-    {%- do meta.update((tested.get('config') or {}).get('meta') or {}) -%}
+    {%- set tested, meta = found.node, found.meta -%}
+    {#- A landing source's latest batch is its latest committed one (committed_batches_scope):
+        an orphan batch sorts after every committed one and would hide it. -#}
+    {%- set committed = poisonwatch.committed_batches_scope() or none -%}
     {%- set column = meta.get('tests_check_latest') -%}
     {%- if not column -%}
         {{ return('') }}
@@ -54,13 +46,15 @@
         if partition_by is sequence and partition_by | length == 1
             and partition_by[0] != column and poisonwatch.is_identifier(partition_by[0])
         else none -%}
-    {%- set newest = poisonwatch.latest_scope_value(relation, column, partition_column) -%}
+    {%- set newest = poisonwatch.latest_scope_value(
+        relation, column, partition_column, committed) -%}
     {%- if newest is none -%}
         {{ return('') }}
     {%- endif -%}
     {%- set partitions = none -%}
     {%- if newest and partition_column is not none -%}
-        {%- set partitions = poisonwatch.latest_value(relation, column, partition_column).partitions -%}
+        {%- set partitions = poisonwatch.latest_value(
+            relation, column, partition_column, where=committed).partitions -%}
     {%- endif -%}
     {%- if partitions -%}
         {{ return('cast(' ~ partition_column ~ ' as string) in ('
@@ -68,5 +62,7 @@
     {%- endif -%}
     {#- No value at all (an empty relation): the subquery finds none either, and costs nothing
         there; a constant `false` makes Spark 4 fail on some views (ASSIGNMENT_ARITY_MISMATCH). -#}
-    {{ return(column ~ ' = ' ~ (newest or '(select max(' ~ column ~ ') from ' ~ relation ~ ')')) }}
+    {%- set where = '' if committed is none else ' where ' ~ committed -%}
+    {{ return(column ~ ' = ' ~ (newest
+        or '(select max(' ~ column ~ ') from ' ~ relation ~ where ~ ')')) }}
 {%- endmacro %}

@@ -6,6 +6,11 @@ builds the frame it validates (placeholders `{raw}`, `{marts}`, `{policy}` name 
 the current target) and the tables that must exist first. A suite whose tables are missing is
 skipped with a message saying what to run (`poisonwatch ingest` or `dbt build`).
 
+A landing table (`{raw}.<dataset>`, `{raw}.raw_rejects`) is read through its committed batches
+only, wherever a suite names it: `poisonwatch ingest` appends the ledger (`{raw}.ingested_files`)
+last, and the rows of a run killed before that are an orphan batch that the next ingest drops
+and loads again, so no suite may count them (staging reads the same way: committed_batches_filter).
+
 Expectations may use run-time parameters (`{"$PARAMETER": "now"}`, `{"$PARAMETER":
 "freshness_days"}`), filled in by `run_checks`.
 
@@ -20,6 +25,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import shutil
 import time
 import warnings
@@ -34,7 +40,7 @@ from rich.text import Text
 
 from poisonwatch.config import PoisonwatchError, home, load_profile
 from poisonwatch.textsafe import terminal
-from poisonwatch.warehouse.schemas import RAW_DATABASE
+from poisonwatch.warehouse.schemas import DATASETS, LEDGER_TABLE, RAW_DATABASE, REJECTS_TABLE
 
 if TYPE_CHECKING:
     from great_expectations.core.expectation_validation_result import (
@@ -51,6 +57,9 @@ DEFAULT_FRESHNESS_DAYS = 2.0
 DATASOURCE_NAME = "poisonwatch_spark"
 DOCS_SITE_NAME = "poisonwatch"
 EXAMPLES_SHOWN = 5
+# The tables whose rows belong to an ingest batch (`_batch_id`), and a suite's name for one.
+LANDING_TABLES = frozenset([*DATASETS, REJECTS_TABLE])
+RAW_TABLE_REFERENCE = re.compile(r"\{raw\}\.([A-Za-z_][A-Za-z0-9_]*)\b")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,10 +79,33 @@ class SuiteDefinition:
     path: Path
 
     def rendered_sql(self, names: dict[str, str]) -> str:
-        return _render(self.sql, names)
+        return _render(committed_only(self.sql), names)
 
     def required_tables(self, names: dict[str, str]) -> list[str]:
-        return [_render(t, names) for t in self.requires]
+        """The tables the suite names in `requires`, and the ledger when it reads landing data
+        (committed_only reads the ledger too)."""
+        required = list(self.requires)
+        ledger = "{raw}." + LEDGER_TABLE
+        if committed_only(self.sql) != self.sql and ledger not in required:
+            required.append(ledger)
+        return [_render(t, names) for t in required]
+
+
+def committed_only(sql: str) -> str:
+    """`sql` with each landing table it names (`{raw}.<table>`) read as the rows of committed
+    batches: a subquery on the partition column `_batch_id`, so that Spark still prunes the
+    partitions of other batches."""
+
+    def committed(match: re.Match[str]) -> str:
+        table = match.group(1)
+        if table not in LANDING_TABLES:
+            return match.group(0)
+        return (
+            f"(select * from {{raw}}.{table} where _batch_id in "
+            f"(select committed._batch_id from {{raw}}.{LEDGER_TABLE} as committed))"
+        )
+
+    return RAW_TABLE_REFERENCE.sub(committed, sql)
 
 
 def _render(text: str, names: dict[str, str]) -> str:

@@ -41,6 +41,14 @@ def ts(hhmm: str, day: str = "2026-01-01") -> datetime:
 
 
 def raw_rows() -> dict[str, list[dict[str, Any]]]:
+    """Every row in batch b1, which the ledger commits: the raw suites read committed batches
+    only, so a defect row copied from these is checked as well."""
+    return {
+        name: [{**row, "_batch_id": "b1"} for row in rows] for name, rows in _raw_rows().items()
+    }
+
+
+def _raw_rows() -> dict[str, list[dict[str, Any]]]:
     ssb = {**SB, "message_type_name": "//Adventure-Works.com/Expenses/SubmitExpense"}
     attempt = {**ssb, "reader": "reader-1"}
     jms = {**JMS, "consumer_id": "agent.orders", "server_name": "APP01", "message_type": "Order"}

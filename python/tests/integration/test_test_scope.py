@@ -24,6 +24,26 @@ from poisonwatch.warehouse.schemas import create_raw_tables
 
 root, store = str(project_root()), home()
 
+# The ledger row ingest writes last: source tests read committed batches only.
+def commit(engine, batch, dataset):
+    engine.execute(
+        "insert into raw.ingested_files (content_hash, dataset, source_file, _batch_id) values "
+        f"({sql_string(batch)}, {sql_string(dataset)}, 'scope.jsonl', {sql_string(batch)})"
+    )
+
+# The batches' rows and ledger rows gone again: the store is shared with modules that ingest
+# and build.
+def forget(engine, dataset, batches):
+    for batch in batches:
+        engine.execute(
+            f"alter table raw.{dataset} drop if exists partition (_batch_id = {sql_string(batch)})"
+        )
+    ledger = engine.spark.table("raw.ingested_files")
+    kept = [r for r in ledger.collect() if r["_batch_id"] not in batches]
+    engine.spark.createDataFrame(kept, ledger.schema).write.insertInto(
+        "raw.ingested_files", overwrite=True
+    )
+
 def dbt(*args):
     res = dbtRunner().invoke([
         *args, "--project-dir", root, "--profiles-dir", root, "--target", "local", "--quiet",
@@ -51,6 +71,7 @@ def land(engine, batch, server):
         "(event_time, server_name, database_name, queue_name, event_type) values "
         f"(timestamp'2026-03-01 00:00:00', {server_sql}, 'Db', 'Q', 'BROKER_QUEUE_DISABLED')"
     )
+    commit(engine, batch, "ssb_broker_events")
 
 out = {}
 with connect("local") as e:
@@ -59,7 +80,12 @@ with connect("local") as e:
     land(e, "b20260302T000000Z_00000002", "SQL1")
     out["old_defect"] = dbt_test()
     land(e, "b9';--x", None)  # the latest batch (sorts last), with a defect
-    out["new_defect"] = dbt_test()
+    try:
+        out["new_defect"] = dbt_test()
+    finally:
+        forget(e, "ssb_broker_events", [
+            "b20260301T000000Z_00000001", "b20260302T000000Z_00000002", "b9';--x",
+        ])
 print("@@" + json.dumps(out))
 """
 )
@@ -81,16 +107,14 @@ with connect("local") as e:
         "outcome) values (timestamp'2026-03-01 00:00:00', 'B', 'A', 'Q', 'ID:1', 'C', 'S', "
         "'Rolled_Forward')"
     )
+    commit(e, batch, "jms_receive_attempts")
     try:
         results = dbt(
             "build", "--select", "source:jms.jms_receive_attempts+",
             "--exclude-resource-type", "unit_test", "--exclude", "tag:on_demand",
         )
     finally:
-        e.execute(
-            "alter table raw.jms_receive_attempts drop partition "
-            f"(_batch_id = {sql_string(batch)})"
-        )
+        forget(e, "jms_receive_attempts", [batch])
 print("@@" + json.dumps({r.node.unique_id: str(r.status) for r in results}))
 """
 )
