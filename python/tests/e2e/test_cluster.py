@@ -20,102 +20,32 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support.cluster import BIN, ROOT, Cluster, free_port, poisonwatch, running_cluster
 
 from poisonwatch.config import MARTS
 
-ROOT = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 SEED = int(os.environ.get("POISONWATCH_CLUSTER_TEST_SEED", "7"))
 ATTEMPTS = int(os.environ.get("POISONWATCH_CLUSTER_TEST_ATTEMPTS", "6000"))
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
-class Cluster:
-    """The running test cluster: its store, its environment, what `start` wrote, step timings."""
+class PipelineCluster(Cluster):
+    """The cluster with what the pipeline tests hand on to the next: the landing folder, notes
+    for the report, the per mart digests taken right after the first build (before plan/apply
+    changes the marts)."""
 
-    store: Path
-    env: dict[str, str]
-    thrift_port: int
-    state: dict = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     landing: Path | None = None
-    stopped: bool = False
-    # Per mart digests taken right after the first build, before plan/apply changes the marts.
     digest_query: str | None = None
     digests_before_apply: dict[str, dict] = field(default_factory=dict)
-
-    def run(
-        self, args: list[str], step: str | None = None, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """Run a real command; fail the test with its output when it exits non-zero."""
-        start = time.monotonic()
-        proc = subprocess.run(
-            args, cwd=ROOT, env=env or self.env, capture_output=True, text=True, check=False
-        )
-        if step:
-            self.timings[step] = round(time.monotonic() - start, 1)
-        if proc.returncode != 0:
-            pytest.fail(
-                f"{' '.join(args)} exited {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}"
-                f"\n--- stderr\n{proc.stderr[-6000:]}"
-            )
-        return proc
-
-    def pw(self, *args: str, step: str | None = None) -> subprocess.CompletedProcess[str]:
-        return self.run([str(BIN / "poisonwatch"), *args], step=step)
-
-    def dbt(self, *args: str, step: str | None = None) -> subprocess.CompletedProcess[str]:
-        return self.run(
-            [
-                str(BIN / "dbt"),
-                *args,
-                "--target",
-                "cluster",
-                "--profiles-dir",
-                str(ROOT),
-                "--project-dir",
-                str(ROOT),
-            ],
-            step=step,
-        )
-
-    def beeline(self, sql: str, step: str | None = None) -> subprocess.CompletedProcess[str]:
-        beeline = Path(self.env["SPARK_HOME_FOR_TEST"]) / "bin" / "beeline"
-        return self.run(
-            [
-                str(beeline),
-                "-u",
-                f"jdbc:hive2://127.0.0.1:{self.thrift_port}",
-                "-n",
-                "poisonwatch",
-                "--silent=true",
-                "--showHeader=true",
-                "--outputformat=csv2",
-                "-e",
-                sql,
-            ],
-            step=step,
-        )
-
-    def sql_rows(self, sql: str, target: str = "cluster") -> list[dict]:
-        proc = self.pw("--target", target, "sql", "--format", "json", sql)
-        return [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def _alive(pid: int) -> bool:
@@ -152,31 +82,20 @@ def _quick_env(store: Path) -> dict[str, str]:
         {
             "POISONWATCH_HOME": str(store),
             "POISONWATCH_THRIFT_HOST": "127.0.0.1",
-            "POISONWATCH_THRIFT_PORT": str(_free_port()),
-            "POISONWATCH_MASTER_PORT": str(_free_port()),
-            "POISONWATCH_MASTER_UI_PORT": str(_free_port()),
+            "POISONWATCH_THRIFT_PORT": str(free_port()),
+            "POISONWATCH_MASTER_PORT": str(free_port()),
+            "POISONWATCH_MASTER_UI_PORT": str(free_port()),
         }
     )
     return env
 
 
-def _pw_raw(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / "poisonwatch"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def test_status_and_stop_without_a_cluster(tmp_path: Path) -> None:
     env = _quick_env(tmp_path / "store")
-    status = _pw_raw(env, "cluster", "status")
+    status = poisonwatch(env, "cluster", "status")
     assert status.returncode == 3
     assert "no cluster running" in status.stdout
-    stop = _pw_raw(env, "cluster", "stop")
+    stop = poisonwatch(env, "cluster", "stop")
     assert stop.returncode == 0
     assert "nothing was running" in stop.stderr
 
@@ -187,7 +106,7 @@ def test_start_refuses_a_busy_port_and_starts_nothing(tmp_path: Path) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", int(env["POISONWATCH_THRIFT_PORT"])))
         busy.listen()
-        proc = _pw_raw(env, "cluster", "start")
+        proc = poisonwatch(env, "cluster", "start")
     assert proc.returncode == 2
     assert f"Thrift port {env['POISONWATCH_THRIFT_PORT']}" in proc.stderr
     assert "already in use" in proc.stderr
@@ -198,59 +117,29 @@ def test_start_refuses_a_busy_port_and_starts_nothing(tmp_path: Path) -> None:
 def test_start_refuses_a_remote_thrift_host(tmp_path: Path) -> None:
     env = _quick_env(tmp_path / "store")
     env["POISONWATCH_THRIFT_HOST"] = "spark-thrift.example.com"
-    proc = _pw_raw(env, "cluster", "start")
+    proc = poisonwatch(env, "cluster", "start")
     assert proc.returncode == 2
     assert "runs a local cluster on 127.0.0.1 only" in proc.stderr
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    import pyspark
-
-    base = tmp_path_factory.mktemp("cluster")
-    store = base / "store"
-    thrift_port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
-    env.update(
-        {
-            "POISONWATCH_HOME": str(store),
-            "POISONWATCH_TARGET": "cluster",
-            "POISONWATCH_THRIFT_HOST": "127.0.0.1",
-            "POISONWATCH_THRIFT_PORT": str(thrift_port),
-            "POISONWATCH_MASTER_PORT": str(_free_port()),
-            "POISONWATCH_MASTER_UI_PORT": str(_free_port()),
-            "POISONWATCH_THRIFT_UI_PORT": str(_free_port()),
-            # dbt's own files go under the store, not into the shared checkout
-            "DBT_TARGET_PATH": str(store / "dbt_target"),
-            "DBT_LOG_PATH": str(store / "logs" / "dbt"),
-            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-            "SPARK_HOME_FOR_TEST": str(Path(pyspark.__file__).parent),
-        }
-    )
-    c = Cluster(store=store, env=env, thrift_port=thrift_port)
-    c.pw("cluster", "start", "--workers", "2", step="cluster start")
-    c.state = json.loads((store / "cluster" / "state.json").read_text())
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PipelineCluster]:
+    store = tmp_path_factory.mktemp("cluster") / "store"
+    c: PipelineCluster | None = None
     try:
-        yield c
+        with running_cluster(store, workers=2, kind=PipelineCluster) as c:
+            yield c
     finally:
-        if not c.stopped:
-            subprocess.run(
-                [str(BIN / "poisonwatch"), "cluster", "stop"],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                check=False,
-            )
-        lines = [f"{k:<34} {v:>7.1f} s" for k, v in c.timings.items()]
-        report = "\n".join(["", "cluster step times:", *lines, *c.notes])
-        print(report)
-        with contextlib.suppress(OSError):
-            (store / "cluster-timings.json").write_text(
-                json.dumps({"timings": c.timings, "notes": c.notes}, indent=2)
-            )
+        if c is not None:
+            lines = [f"{k:<34} {v:>7.1f} s" for k, v in c.timings.items()]
+            print("\n".join(["", "cluster step times:", *lines, *c.notes]))
+            with contextlib.suppress(OSError):
+                (store / "cluster-timings.json").write_text(
+                    json.dumps({"timings": c.timings, "notes": c.notes}, indent=2)
+                )
 
 
-def test_start_status_and_second_start_refused(cluster: Cluster) -> None:
+def test_start_status_and_second_start_refused(cluster: PipelineCluster) -> None:
     state = cluster.state
     names = [p["name"] for p in state["processes"]]
     assert names == ["master", "worker-1", "worker-2", "thrift"]
@@ -269,19 +158,12 @@ def test_start_status_and_second_start_refused(cluster: Cluster) -> None:
         for line in mine:
             local = line.split()[3]
             assert "127.0.0.1" in local, f"{p['name']} listens on {local}"
-    again = subprocess.run(
-        [str(BIN / "poisonwatch"), "cluster", "start"],
-        cwd=ROOT,
-        env=cluster.env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = poisonwatch(cluster.env, "cluster", "start")
     assert again.returncode == 2
     assert "already running" in again.stderr
 
 
-def test_sql_dbt_debug_and_beeline_reach_the_thrift_server(cluster: Cluster) -> None:
+def test_sql_dbt_debug_and_beeline_reach_the_thrift_server(cluster: PipelineCluster) -> None:
     rows = cluster.sql_rows("select 1 + 1 as two, current_database() as db")
     assert rows == [{"two": 2, "db": "default"}]
     debug = cluster.dbt("debug", step="dbt debug")
@@ -291,7 +173,7 @@ def test_sql_dbt_debug_and_beeline_reach_the_thrift_server(cluster: Cluster) -> 
     assert "namespace" in out.stdout and "default" in out.stdout
 
 
-def test_generate_ingest_build_and_labels_on_cluster(cluster: Cluster) -> None:
+def test_generate_ingest_build_and_labels_on_cluster(cluster: PipelineCluster) -> None:
     landing = cluster.store.parent / "landing"
     cluster.pw(
         "generate",
@@ -333,7 +215,7 @@ APPLICABLE = (
 )
 
 
-def test_plan_and_apply_on_cluster(cluster: Cluster) -> None:
+def test_plan_and_apply_on_cluster(cluster: PipelineCluster) -> None:
     if cluster.landing is None:
         pytest.skip("needs the landing folder and marts of the end-to-end test above")
     pending = {r["action_id"] for r in cluster.sql_rows(APPLICABLE)}
@@ -364,7 +246,7 @@ def test_plan_and_apply_on_cluster(cluster: Cluster) -> None:
     assert counts["n"] == counts["d"] >= len(pending)
 
 
-def test_analyst_queries_a_mart_through_beeline(cluster: Cluster) -> None:
+def test_analyst_queries_a_mart_through_beeline(cluster: PipelineCluster) -> None:
     if cluster.landing is None:
         pytest.skip("needs the marts built by the end-to-end test above")
     query = (
@@ -387,7 +269,7 @@ def test_analyst_queries_a_mart_through_beeline(cluster: Cluster) -> None:
     assert {r["classification"] for r in over_jdbc} >= {"poison"}
 
 
-def _digest_query(c: Cluster) -> str:
+def _digest_query(c: PipelineCluster) -> str:
     """One query: per mart, its row count and an order-independent hash of each column.
 
     Columns come from the cluster's catalog; doubles are rounded to 9 digits so a sum computed
@@ -415,7 +297,7 @@ def _digest_query(c: Cluster) -> str:
     return " union all ".join(selects) + " order by mart"
 
 
-def test_same_marts_as_the_embedded_default(cluster: Cluster) -> None:
+def test_same_marts_as_the_embedded_default(cluster: PipelineCluster) -> None:
     """The issue's bar: the unchanged repository gives the same marts on both engines."""
     if cluster.landing is None or cluster.digest_query is None:
         pytest.skip("needs the landing folder and marts of the end-to-end test above")
@@ -462,7 +344,7 @@ def test_same_marts_as_the_embedded_default(cluster: Cluster) -> None:
     )
 
 
-def test_stop_leaves_no_process(cluster: Cluster) -> None:
+def test_stop_leaves_no_process(cluster: PipelineCluster) -> None:
     pids = [p["pid"] for p in cluster.state["processes"]]
     assert _cluster_processes(cluster.store), "the cluster should be running before stop"
     cluster.pw("cluster", "stop", step="cluster stop")
@@ -471,13 +353,6 @@ def test_stop_leaves_no_process(cluster: Cluster) -> None:
     assert not left, f"processes left after stop: {left}"
     for pid in pids:
         assert not _alive(pid), f"pid {pid} still alive after stop"
-    status = subprocess.run(
-        [str(BIN / "poisonwatch"), "cluster", "status"],
-        cwd=ROOT,
-        env=cluster.env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    status = poisonwatch(cluster.env, "cluster", "status")
     assert status.returncode == 3
     assert "no cluster running" in status.stdout
