@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,31 +16,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from support.store import module_store
 
-from poisonwatch import config, ingest
+from poisonwatch import ingest
 from poisonwatch.cli import main as cli_main
 from poisonwatch.ingest.loader import new_batch_id
 from poisonwatch.ingest.sql import sql_string
-from poisonwatch.warehouse.engine import Engine, connect
+from poisonwatch.warehouse.engine import Engine
 
 GUID = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A store of this module's own: POISONWATCH_HOME is set before Spark starts."""
-    path = tmp_path_factory.mktemp("ingest-store")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("POISONWATCH_HOME", str(path))
-        mp.setenv("POISONWATCH_TARGET", "local")
-        yield path
-
-
-@pytest.fixture(scope="module")
-def engine(store: Path) -> Iterator[Engine]:
-    with connect("local") as eng:
-        yield eng
-    config.stop_spark()
+# One store and one Spark session for the module.
+store, engine = module_store("ingest")
 
 
 # The default server of `attempt()`: one per test, so that records of one test are never

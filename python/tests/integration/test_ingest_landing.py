@@ -22,36 +22,24 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.child_python import ROOT
+from support.store import module_store
 
-from poisonwatch import config, ingest
+from poisonwatch import ingest
 from poisonwatch.ingest.files import scan_landing
 from poisonwatch.ingest.sql import sql_string
-from poisonwatch.warehouse.engine import Engine, connect
+from poisonwatch.warehouse.engine import Engine
 
 GUID = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
 BIN = Path(sys.executable).parent / "poisonwatch"
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("landing-store")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("POISONWATCH_HOME", str(path))
-        mp.setenv("POISONWATCH_TARGET", "local")
-        yield path
-
-
-@pytest.fixture(scope="module")
-def engine(store: Path) -> Iterator[Engine]:
-    with connect("local") as eng:
-        yield eng
-    config.stop_spark()
+# One store and one Spark session for the module.
+store, engine = module_store("landing")
 
 
 def attempt(server: str, seq: int, queue: str = "OrderQueue") -> str:
