@@ -192,3 +192,35 @@ def test_rewrite_sql_takes_only_an_ingest_batch_id() -> None:
     for hostile in ("b20261125T020640Z_e1f8cdff' or '1'='1", "';--", ""):
         with pytest.raises(PoisonwatchError, match="not an ingest batch id"):
             rewrite_sql(hostile)
+
+
+def test_ratios_are_the_figures_divided_as_the_table_says() -> None:
+    """The derived ratios on figures whose quotients are worked out by hand (the tiny bench run
+    only checks that they are written)."""
+    from poisonwatch.bench.run import _derive
+
+    entry = {
+        "full_build_s": 30.0,
+        "floor_s": 4.0,
+        "floor_sequence_s": 8.0,
+        "ingest_s": 5.0,
+        "floor_ingest_s": 2.0,
+        "incremental_build_s": 6.0,
+        "incremental_rewritten_attempts": 300,
+        "incremental_sequenced_attempts": 3000,
+        "incremental_touched_attempts": 120,
+    }
+    _derive(entry)
+    assert entry["full_over_floor"] == 7.5
+    assert entry["full_over_floor_sequence"] == 3.75
+    assert entry["ingest_over_floor_ingest"] == 2.5
+    assert entry["incremental_over_full"] == 0.2
+    assert entry["incremental_rewritten_share"] == 0.1
+    assert entry["incremental_rewrite_amplification"] == 2.5
+    # No rewrite figures (no increment ran): no share or amplification is made up.
+    bare = {k: v for k, v in entry.items() if not k.startswith("incremental_r")}
+    bare.pop("incremental_touched_attempts")
+    bare.pop("incremental_sequenced_attempts")
+    _derive(bare)
+    assert "incremental_rewritten_share" not in bare
+    assert "incremental_rewrite_amplification" not in bare
