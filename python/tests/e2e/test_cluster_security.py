@@ -9,10 +9,10 @@ cluster (a master, one worker and its executor, a Thrift server; about a minute 
   long apply renews it past its period; a holder that stops renewing is taken over after the
   period by the store's clock, and then refuses to commit (its fencing token is no longer the
   newest).
-- end to end through the Thrift target on the same cluster: a small generated landing ingested
-  with `--target cluster`, `dbt build --target cluster` of poison_messages and what it is built
-  from, and the mart read back over JDBC by beeline and through PyHive, both agreeing with the
-  generator's labels message by message.
+- end to end through the Thrift target on the same cluster: the JMS half of a small generated
+  landing ingested with `--target cluster`, `dbt build --target cluster` of poison_messages and
+  what it is built from, and the mart read back over JDBC by beeline and through PyHive, both
+  agreeing with the generator's labels message by message.
 
 Not marked `cluster`: `make test` runs it (the whole pipeline on a cluster, every mart compared
 with the embedded default, is test_cluster.py, marked `cluster`). Ports are picked free, so a
@@ -26,6 +26,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -300,21 +301,14 @@ def test_an_unrenewed_lease_is_taken_over_and_its_holder_cannot_commit(
             stalled.close()
 
 
-# A small workload: both broker kinds and every classification, in seconds of dbt work per model.
+# A small workload with poison, recovered and retrying JMS messages. Its Service Broker half is
+# left out: each dataset costs several statements on the Thrift server, and test_cluster.py
+# builds both halves on a cluster.
 PIPELINE_SEED, PIPELINE_ATTEMPTS = 7, 400
 
 
 def _message_key(row: dict) -> tuple:
-    if row["broker_kind"] == "jms":
-        return ("jms", row["broker_name"], row["queue_name"], row["message_id"])
-    return (
-        "service_broker",
-        row["server_name"],
-        row["database_name"],
-        row["queue_name"],
-        str(row["conversation_handle"]).upper(),
-        int(row["message_sequence_number"]),
-    )
+    return (row["broker_name"], row["queue_name"], row["message_id"])
 
 
 def test_a_mart_built_through_thrift_is_read_back_by_beeline(
@@ -325,6 +319,8 @@ def test_a_mart_built_through_thrift_is_read_back_by_beeline(
         "generate", "--out", str(landing), "--seed", str(PIPELINE_SEED),
         "--attempts", str(PIPELINE_ATTEMPTS),
     )  # fmt: skip
+    for folder in landing.glob("ssb_*"):
+        shutil.rmtree(folder)
     cluster.pw("--target", "cluster", "ingest", "--strict", str(landing))
     cluster.dbt(
         "build", "--select", "+poison_messages",
@@ -336,14 +332,13 @@ def test_a_mart_built_through_thrift_is_read_back_by_beeline(
     labels = [
         row
         for row in map(json.loads, (landing / "labels.jsonl").read_text().splitlines())
-        if row["kind"] == "message"
+        if row["kind"] == "message" and row["broker_kind"] == "jms"
     ]
     expected = {_message_key(r): (r["classification"], r["reason"]) for r in labels}
     assert {c for c, _ in expected.values()} >= {"poison", "recovered", "retrying"}
     over_pyhive = cluster.sql_rows(
-        "select broker_kind, broker_name, server_name, database_name, queue_name, message_id, "
-        "conversation_handle, message_sequence_number, classification, reason "
-        "from poisonwatch.poison_messages"
+        "select broker_name, queue_name, message_id, classification, reason "
+        "from poisonwatch.poison_messages where broker_kind = 'jms'"
     )
     assert {_message_key(r): (r["classification"], r["reason"]) for r in over_pyhive} == expected
     query = (
