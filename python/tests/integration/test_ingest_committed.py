@@ -11,21 +11,15 @@ processes, real Spark and dbt on a store of this module's own.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from support.child_python import ROOT, run_py
+from support.child_python import run_cli, run_py
 
 pytestmark = pytest.mark.slow
 
-BIN = Path(sys.executable).parent / "poisonwatch"
 GUID = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
 
 SCRIPT = """
@@ -111,24 +105,7 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "".join(_jms(i) + "\n" for i in range(1, 4))
     )
     env = {**os.environ, "POISONWATCH_HOME": str(store), "POISONWATCH_TARGET": "local"}
-    for key in ("POISONWATCH_CRASH_AT", "POISONWATCH_PAUSE_AT"):
-        env.pop(key, None)
-    proc = subprocess.Popen(
-        [str(BIN), "ingest", str(landing)],
-        env={**env, "POISONWATCH_CRASH_AT": "ingest_before_ledger"},
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=600)
-    finally:
-        # The killed run's JVM ends when its driver's pipe closes; its group goes in any case.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL, output
+    run_cli(["ingest", str(landing)], env, "ingest_before_ledger")
     result = run_py(f"LANDING = {str(landing)!r}\n" + SCRIPT, env)
     assert result is not None
     return result

@@ -21,10 +21,8 @@ Real processes, real Spark, dbt and great-expectations.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -32,11 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.child_python import ROOT, last_result, with_tests_on_path
+from support.child_python import ROOT, last_result, run_cli, with_tests_on_path
 
 pytestmark = pytest.mark.slow
 
-BIN = Path(sys.executable).parent / "poisonwatch"
 HANDLE = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
 GROUP = "0E984725-C51C-4BF4-9960-E1C80E27ABA1"
 OLD_DAY = "2026-03-01"
@@ -235,22 +232,7 @@ def _write(landing: Path, dataset: str, name: str, rows: list[dict[str, Any]]) -
 
 def _ingest(landing: Path, env: dict[str, str], crash: bool) -> None:
     """`poisonwatch ingest` as a user runs it; with `crash`, killed before its ledger row."""
-    proc = subprocess.Popen(
-        [str(BIN), "ingest", str(landing)],
-        env={**env, "POISONWATCH_CRASH_AT": "ingest_before_ledger"} if crash else env,
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        output, _ = proc.communicate(timeout=600)
-    finally:
-        # A killed run's JVM ends when its driver's pipe closes; its group goes in any case.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == (-signal.SIGKILL if crash else 0), output
+    run_cli(["ingest", str(landing)], env, "ingest_before_ledger" if crash else None)
 
 
 @pytest.fixture(scope="module")
@@ -258,8 +240,6 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     store = tmp_path_factory.mktemp("orphan-store")
     landing = tmp_path_factory.mktemp("orphan-landing")
     env = {**os.environ, "POISONWATCH_HOME": str(store), "POISONWATCH_TARGET": "local"}
-    for key in ("POISONWATCH_CRASH_AT", "POISONWATCH_PAUSE_AT"):
-        env.pop(key, None)
     old = f"{OLD_DAY}T01:00:00Z"
     fresh = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     # 1. The committed good batch: attempts and snapshots of one old day.

@@ -4,8 +4,10 @@ the JSON it prints last on a line starting with "@@": `run_py` starts a fresh ch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -42,6 +44,32 @@ def run_py(code: str, env: dict[str, str], timeout: float = 1200) -> Any:
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     return last_result(proc.stdout)
+
+
+def run_cli(args: list[str], env: dict[str, str], crash_at: str | None = None) -> str:
+    """`poisonwatch ARGS` as a user runs it, in its own process group; with `crash_at`, killed
+    with SIGKILL at that crash point (config.crash_point), which the test then expects. Returns
+    what it printed."""
+    env = {
+        k: v for k, v in env.items() if k not in ("POISONWATCH_CRASH_AT", "POISONWATCH_PAUSE_AT")
+    }
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "poisonwatch"), *args],
+        env={**env, "POISONWATCH_CRASH_AT": crash_at} if crash_at else env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=600)
+    finally:
+        # A killed run's JVM ends when its driver's pipe closes; its group goes in any case.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == (-signal.SIGKILL if crash_at else 0), output
+    return output
 
 
 # The shared child's loop: one request per stdin line ({"code", "env"}), one reply per request
