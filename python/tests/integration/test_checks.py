@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from support.store import store_fixture
 
 from poisonwatch import config
 from poisonwatch.quality import checks
@@ -349,14 +350,8 @@ def copy_database(spark: Any, source: str, target: str) -> None:
 # Fixtures
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A store of this module's own: POISONWATCH_HOME is set before Spark starts."""
-    path = tmp_path_factory.mktemp("checks-store")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("POISONWATCH_HOME", str(path))
-        mp.setenv("POISONWATCH_TARGET", "local")
-        yield path
+# A store of this module's own: POISONWATCH_HOME is set before Spark starts.
+store = store_fixture("checks")
 
 
 @pytest.fixture(scope="module")
