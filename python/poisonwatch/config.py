@@ -61,6 +61,15 @@ def project_root() -> Path:
     return Path.cwd()
 
 
+JARS_ENV = "POISONWATCH_JARS"
+
+
+def jar_folder() -> Path:
+    """Where `make setup` puts Delta Lake's jars (poisonwatch.warehouse.jars): in the
+    virtualenv, beside the class archive."""
+    return Path(sys.prefix) / "share" / "poisonwatch" / "jars"
+
+
 def home() -> Path:
     """$POISONWATCH_HOME (absolute), default `.poisonwatch/` in the project root.
 
@@ -83,6 +92,8 @@ def home() -> Path:
             )
     os.environ["POISONWATCH_HOME"] = str(path)
     os.environ.setdefault("POISONWATCH_PROJECT_DIR", str(project_root()))
+    # The driver's class path in the profile: Delta Lake's jars, a Java class-path wildcard.
+    os.environ.setdefault(JARS_ENV, str(jar_folder() / "*"))
     # Spark on loopback only: no "hostname resolves to a loopback address" guessing.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     for sub in ("logs", "tmp", "warehouse"):
@@ -126,6 +137,24 @@ def load_profile(target: str | None = None) -> dict[str, Any]:
     if name not in outputs:
         raise PoisonwatchError(f"{path}: no target {name!r} (have: {', '.join(outputs)})")
     return render(outputs[name])
+
+
+def table_format() -> str:
+    """The table format of every table (`delta`, or `parquet` where Delta is missing): var
+    `file_format` of dbt_project.yml, rendered as dbt renders it."""
+    path = project_root() / "dbt_project.yml"
+    raw = (yaml.safe_load(path.read_text()).get("vars") or {}).get("file_format")
+    if not isinstance(raw, str):
+        raise PoisonwatchError(f"{path}: vars.file_format must be a string, got {raw!r}")
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.globals["env_var"] = _env_var
+    value = env.from_string(raw).render().strip().lower()
+    if value not in ("delta", "parquet"):
+        raise PoisonwatchError(
+            f"table format {value!r} (POISONWATCH_FILE_FORMAT or {path} vars.file_format): "
+            "poisonwatch supports delta and parquet"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -339,6 +368,19 @@ def class_archive_options(java: JavaInfo) -> str:
     return f"-XX:SharedArchiveFile={path} -Xlog:cds*=off"
 
 
+def check_jars() -> None:
+    """Raise a PoisonwatchError when the folder of $POISONWATCH_JARS holds no jar: Spark would
+    start and fail later, at the first table, with "Cannot find catalog plugin class"."""
+    home()
+    pattern = os.environ[JARS_ENV]
+    folder = Path(pattern[:-1] if pattern.endswith("*") else pattern)
+    if not any(folder.glob("delta-spark*.jar")):
+        raise PoisonwatchError(
+            f"Delta Lake's jars are not in {folder}: run `make setup` (it fetches them from "
+            "Maven Central with mvn), or point POISONWATCH_JARS at a folder that has them."
+        )
+
+
 def _quiet_query_context_loggers() -> None:
     """pyspark 4 logs every failed statement as a JSON line with the whole JVM stack, before
     the exception reaches our code: a command that reports the error itself (`poisonwatch sql`)
@@ -360,6 +402,7 @@ def spark_session(target: str | None = None) -> SparkSession:
             "local SparkSession only for method `session`."
         )
     java = check_java()
+    check_jars()
     acquire_store_lock()
     store = home()
     problem = store_halves_problem(store)

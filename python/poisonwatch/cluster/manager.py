@@ -419,6 +419,8 @@ def thrift_conf(layout: Layout, settings: Settings, master_url: str) -> dict[str
             "spark.driver.host": LOOPBACK,
             "spark.driver.bindAddress": LOOPBACK,
             "spark.local.dir": str(layout.tmp),
+            # The executors read and write Delta tables too.
+            "spark.executor.extraClassPath": local.get("spark.driver.extraClassPath", ""),
             "spark.executor.memory": settings.worker_memory,
             "spark.executor.cores": str(settings.worker_cores),
             "spark.cores.max": str(settings.workers * settings.worker_cores),

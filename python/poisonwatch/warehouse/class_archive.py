@@ -2,10 +2,10 @@
 
 `make setup` runs `python -m poisonwatch.warehouse.class_archive` once per install. A child
 process starts Spark on a throwaway store with `-XX:ArchiveClassesAtExit`, does what commands do
-(Hive metastore, Parquet tables, JSON and CSV reads, windows, aggregates), and stops; its JVM
-writes the classes it loaded as it exits. The file is installed only after a JVM has mapped it
-and exited cleanly: a cut archive crashes the JVM that maps it, so a half-written one must never
-take the archive's place.
+(Hive metastore, Delta and Parquet tables, JSON and CSV reads, windows, aggregates), and stops;
+its JVM writes the classes it loaded as it exits. The file is installed only after a JVM has
+mapped it and exited cleanly: a cut archive crashes the JVM that maps it, so a half-written one
+must never take the archive's place.
 """
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ spark.sql(
     "union all select k, cast(t as timestamp), cast(n as int), 2 from c"
 )
 spark.sql("insert into warm.t select k, t, n + 1, p from warm.t")
+spark.sql("create table warm.d using delta partitioned by (p) as select * from warm.t")
+spark.sql(
+    "merge into warm.d using (select k, max(n) as n from warm.t group by k) as s on d.k = s.k "
+    "when matched then update set n = s.n"
+)
+spark.sql("delete from warm.d where p = 2")
+spark.sql("describe detail warm.d").collect()
 spark.sql(
     "select k, max_by(n, t), count(*), lag(n) over (partition by k order by t) as prev, "
     "sha2(k, 256), regexp_replace(k, '[0-9]', '#') from warm.t group by k, n, t"
