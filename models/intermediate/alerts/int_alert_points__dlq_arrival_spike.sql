@@ -44,7 +44,7 @@ arrival_queues as (
     from arrivals
 ),
 
-queue_policies as (
+queue_policies_ranked as (
     select
         arrival_queues.*,
         policies.severity,
@@ -52,13 +52,19 @@ queue_policies as (
         policies.baseline_days,
         policies.threshold,
         policies.factor,
-        policies.resolved_retention_hours
+        policies.resolved_retention_hours,
+        {{ alert_policy_rank(
+            'policies', ['arrival_queues.broker_name', 'arrival_queues.queue_name']
+        ) }} as policy_rank
     from arrival_queues
     {{ alert_policy_join(
         'policies', 'arrival_queues.alert_kind', 'arrival_queues.broker_kind',
-        'arrival_queues.queue_name',
-        partition_by=['arrival_queues.broker_name', 'arrival_queues.queue_name']
+        'arrival_queues.queue_name'
     ) }}
+),
+
+queue_policies as (
+    select * from queue_policies_ranked where policy_rank = 1
 ),
 
 arrival_windows as (

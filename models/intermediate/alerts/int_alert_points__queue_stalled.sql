@@ -117,21 +117,25 @@ points as (
     )
 ),
 
-points_with_policy as (
+points_with_policies as (
     select
         points.*,
         policies.severity,
         policies.window_minutes,
         policies.threshold,
-        policies.resolved_retention_hours
-    from points
-    {{ alert_policy_join(
-        'policies', 'points.alert_kind', 'points.broker_kind', 'points.queue_name',
-        partition_by=[
+        policies.resolved_retention_hours,
+        {{ alert_policy_rank('policies', [
             'points.broker_kind', 'points.server_name', 'points.database_name',
             'points.broker_name', 'points.queue_name', 'points.point_at',
-        ]
+        ]) }} as policy_rank
+    from points
+    {{ alert_policy_join(
+        'policies', 'points.alert_kind', 'points.broker_kind', 'points.queue_name'
     ) }}
+),
+
+points_with_policy as (
+    select * from points_with_policies where policy_rank = 1
 ),
 
 evaluated as (

@@ -166,17 +166,21 @@ after_trip as (
     group by consumer_id, tripped_at
 ),
 
-after_trip_with_policy as (
+after_trip_with_policies as (
     select
         after_trip.*,
         policies.severity,
         policies.threshold,
-        policies.resolved_retention_hours
+        policies.resolved_retention_hours,
+        {{ alert_policy_rank('policies', ['after_trip.consumer_id']) }} as policy_rank
     from after_trip
     {{ alert_policy_join(
-        'policies', 'after_trip.alert_kind', 'after_trip.broker_kind', none,
-        partition_by=['after_trip.consumer_id']
+        'policies', 'after_trip.alert_kind', 'after_trip.broker_kind', none
     ) }}
+),
+
+after_trip_with_policy as (
+    select * from after_trip_with_policies where policy_rank = 1
 ),
 
 alerts as (

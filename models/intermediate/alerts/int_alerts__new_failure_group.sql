@@ -25,18 +25,22 @@ groups as (
     from failure_groups
 ),
 
-groups_with_policy as (
+groups_with_policies as (
     select
         groups.*,
         policies.severity,
         policies.window_minutes,
         policies.threshold,
-        policies.resolved_retention_hours
+        policies.resolved_retention_hours,
+        {{ alert_policy_rank('policies', ['groups.failure_group_id']) }} as policy_rank
     from groups
     {{ alert_policy_join(
-        'policies', 'groups.alert_kind', 'groups.broker_kind', none,
-        partition_by=['groups.failure_group_id']
+        'policies', 'groups.alert_kind', 'groups.broker_kind', none
     ) }}
+),
+
+groups_with_policy as (
+    select * from groups_with_policies where policy_rank = 1
 ),
 
 alerts as (
