@@ -9,7 +9,7 @@
 
 {% macro default__create_ops_tables() -%}
     {%- set ops = var('ops_database', 'poisonwatch_ops') -%}
-    {%- set file_format = var('file_format', 'parquet') -%}
+    {%- set file_format = var('file_format') -%}
     {%- set tables = poisonwatch_ops_table_columns() -%}
     {%- if execute -%}
         {%- set existing = run_query("show databases like '" ~ ops ~ "'") -%}

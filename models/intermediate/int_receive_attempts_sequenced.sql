@@ -3,12 +3,9 @@
         materialized='incremental',
         incremental_strategy='insert_overwrite',
         partition_by=['message_partition'],
-        clustered_by=['message_key'],
-        buckets=var('message_buckets', 8),
         on_schema_change='append_new_columns',
         meta={
             'tests_check_latest': 'sequenced_at',
-            'attempts_per_bucket': var('message_bucket_attempts', 12500),
         },
         pre_hook=[
             "{{ drop_on_demand_dependents() }}",
@@ -40,13 +37,6 @@
     so a run rewrites them and not every message of their hour that was done long ago, and
     adding new messages to an hour (the newest one, or an old one in a late file) rewrites
     nothing an earlier hour's run wrote.
-    Bucketed by message_key (var message_buckets): the models that group or window attempts
-    per message (classified, redelivery schedule, failures accumulated, ordering) read them
-    already distributed by message, with no shuffle.
-    How many buckets is chosen when the table is created (full refresh): one per
-    var message_bucket_attempts attempts landed, at most var message_buckets
-    (message_bucket_count), because every bucket is one more file in every partition and a
-    small store pays more for the files than for the shuffle they save.
 -#}
 {%- set attempt_columns = [
     'attempt_key',

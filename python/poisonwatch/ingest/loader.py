@@ -66,6 +66,7 @@ from poisonwatch.ingest.sql import (
 )
 from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.engine import Engine
+from poisonwatch.warehouse.partitions import drop_partition, partition_values
 from poisonwatch.warehouse.schemas import (
     DATASETS,
     LEDGER_TABLE,
@@ -296,14 +297,9 @@ def drop_orphan_batches(engine: Engine) -> list[str]:
     committed = {str(r[0]) for r in rows}
     dropped: set[str] = set()
     for table in [*DATASETS, REJECTS_TABLE]:
-        _, parts = engine.query(f"show partitions {_table(table)}")
-        for (spec,) in parts:
-            batch = str(spec).removeprefix("_batch_id=")
+        for batch in partition_values(engine, _table(table), "_batch_id") or []:
             if BATCH_RE.fullmatch(batch) and batch not in committed:
-                engine.execute(
-                    f"alter table {_table(table)} drop if exists partition "
-                    f"(_batch_id = {sql_string(batch)})"
-                )
+                drop_partition(engine, _table(table), "_batch_id", batch)
                 dropped.add(batch)
     return sorted(dropped)
 

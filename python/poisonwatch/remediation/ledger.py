@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from poisonwatch.config import PoisonwatchError, home, release_file_lock, take_file_lock
+from poisonwatch.config import (
+    PoisonwatchError,
+    home,
+    release_file_lock,
+    table_format,
+    take_file_lock,
+)
+from poisonwatch.warehouse.partitions import drop_partition, partition_values
 
 OPS_DATABASE = "poisonwatch_ops"
 MART_DATABASE = "poisonwatch"
@@ -224,7 +231,7 @@ def new_run_id(now: dt.datetime | None = None) -> str:
 
 def _ddl(table: str, columns: list[tuple[str, str]], partitioned: bool) -> str:
     cols = ", ".join(f"`{name}` {type_}" for name, type_ in columns)
-    fmt = os.environ.get("POISONWATCH_FILE_FORMAT", "parquet")
+    fmt = table_format()
     part = " partitioned by (`run_id`)" if partitioned else ""
     return f"create table if not exists `{ops_database()}`.`{table}` ({cols}) using {fmt}{part}"
 
@@ -249,23 +256,7 @@ def committed_run_ids(engine: Any) -> set[str]:
 
 def run_partitions(engine: Any, table: str) -> list[str] | None:
     """run_id values of the table's partitions; None when it is not partitioned by run_id."""
-    try:
-        _, rows = engine.query(f"show partitions `{ops_database()}`.`{table}`")
-    except Exception:
-        return None
-    out = []
-    for spec, *_rest in rows:
-        for part in str(spec).split("/"):
-            key, _, value = part.partition("=")
-            if key == "run_id":
-                out.append(_unescape_partition(value))
-    return out
-
-
-def _unescape_partition(value: str) -> str:
-    import urllib.parse
-
-    return urllib.parse.unquote(value)
+    return partition_values(engine, f"`{ops_database()}`.`{table}`", "run_id")
 
 
 @dataclass
@@ -303,10 +294,7 @@ def recover(engine: Any) -> Recovery:
                 unpartitioned[table] = int(n)
             continue
         for run_id in sorted(set(runs) - committed):
-            engine.execute(
-                f"alter table `{ops}`.`{table}` drop if exists partition "
-                f"(run_id = {sql_string(run_id)})"
-            )
+            drop_partition(engine, f"`{ops}`.`{table}`", "run_id", run_id)
             dropped.setdefault(table, []).append(run_id)
     aborted: list[Path] = []
     folder = scripts_dir()

@@ -236,7 +236,7 @@ def _columns_ddl(columns: tuple[Column, ...]) -> str:
     return ",\n    ".join(f"`{c.name}` {c.type}" for c in columns)
 
 
-def raw_table_ddl(dataset: Dataset, file_format: str = "parquet") -> str:
+def raw_table_ddl(dataset: Dataset, file_format: str) -> str:
     """CREATE TABLE for a raw dataset: contract columns + lineage, partitioned by `_batch_id`.
 
     Partitioning by ingest batch lets an interrupted ingest be undone by dropping the partitions
@@ -249,22 +249,26 @@ def raw_table_ddl(dataset: Dataset, file_format: str = "parquet") -> str:
     )
 
 
-def rejects_table_ddl(file_format: str = "parquet") -> str:
+def rejects_table_ddl(file_format: str) -> str:
     return (
         f"create table if not exists `{RAW_DATABASE}`.`{REJECTS_TABLE}` (\n    "
         f"{_columns_ddl(REJECT_COLUMNS)}\n) using {file_format} partitioned by (`_batch_id`)"
     )
 
 
-def ledger_table_ddl(file_format: str = "parquet") -> str:
+def ledger_table_ddl(file_format: str) -> str:
     return (
         f"create table if not exists `{RAW_DATABASE}`.`{LEDGER_TABLE}` (\n    "
         f"{_columns_ddl(LEDGER_COLUMNS)}\n) using {file_format}"
     )
 
 
-def create_raw_tables(engine: object, file_format: str = "parquet") -> None:
-    """Create database `raw` and every raw table (empty) if missing. `engine` has `.execute`."""
+def create_raw_tables(engine: object, file_format: str | None = None) -> None:
+    """Create database `raw` and every raw table (empty) if missing. `engine` has `.execute`;
+    `file_format` defaults to the project's (config.table_format)."""
+    from poisonwatch.config import table_format
+
+    file_format = file_format or table_format()
     execute = engine.execute  # type: ignore[attr-defined]
     execute(f"create database if not exists `{RAW_DATABASE}`")
     for dataset in DATASETS.values():

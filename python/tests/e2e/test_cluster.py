@@ -191,14 +191,12 @@ def test_generate_ingest_build_and_labels_on_cluster(cluster: PipelineCluster) -
     assert any((cluster.store / "cluster" / "warehouse").glob("raw.db/*"))
     assert not (cluster.store / "metastore_db").exists(), "the runner opened a local metastore"
     cluster.dbt("build", step="dbt build (cluster)")
-    # The project's bucket clause (spark__clustered_cols) reaches the cluster's create
-    # statement too: one bucket per 12,500 landed attempts, so one for this small workload
-    # (dbt-spark's own clause would have written eight).
+    # The cluster's tables are Delta tables (Delta's jars reach its driver and executors).
     described = cluster.sql_rows(
         "describe table extended poisonwatch_intermediate.int_receive_attempts_sequenced"
     )
-    buckets = [row for row in described if "Num Buckets" in row.values()]
-    assert len(buckets) == 1 and "1" in buckets[0].values(), buckets
+    provider = [row for row in described if "Provider" in row.values()]
+    assert len(provider) == 1 and "delta" in provider[0].values(), provider
     verify = cluster.pw("--target", "cluster", "verify", str(landing / "labels.jsonl"))
     assert verify.stdout.count("100.00 %") >= 4, verify.stdout
     # Kept for test_same_marts_as_the_embedded_default: the embedded default is compared with

@@ -135,9 +135,6 @@ CASES["segments_order_string"] = (
 CASES["carry_key_quote"] = (
     f"{{{{ carry_window_filter({TABLE}, 'p', none, [\"k'--\"], 'select 1') }}}}"
 )
-# macros/incremental/message_bucket_count.sql: two positive integers.
-CASES["buckets_zero"] = "{{ message_bucket_count(0, 12500) }}"
-CASES["buckets_text"] = "{{ message_bucket_count(8, '12500') }}"
 
 SCRIPT = """
 import json, os
@@ -245,13 +242,6 @@ def test_run_model_macros_refuse_column_names_that_are_not_identifiers(
     for name in ("segments_key_quote", "segments_order_string"):
         assert "rewrite_segments expects" in results[name]["error"], results[name]
     assert "carry_window_filter expects" in results["carry_key_quote"]["error"]
-
-
-def test_message_bucket_count_refuses_counts_that_are_not_positive_integers(
-    results: dict[str, Any],
-) -> None:
-    for name in ("buckets_zero", "buckets_text"):
-        assert "message_bucket_count expects two positive" in results[name]["error"], name
 
 
 def test_relationships_reads_the_parent_in_the_childs_partitions_only(

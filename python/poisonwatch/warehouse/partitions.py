@@ -1,0 +1,64 @@
+"""A table's partition values and their removal, on Delta and on Parquet tables.
+
+A run that crashed leaves rows in partitions of its own (`_batch_id` of an ingest, `run_id`
+of an apply) that its commit point never named; recovery removes them. Parquet tables list
+and drop partitions in the metastore; Delta tables keep partitions in their log, so their
+values come from a query and their rows go with a `delete` on the partition column, which
+Delta does by removing whole files.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def _literal(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return "'" + escaped.replace("\n", "\\n").replace("\r", "\\r") + "'"
+
+
+def table_provider(engine: Any, table: str) -> str:
+    """`delta`, `parquet`, … of `table` (quoted name), from `describe table extended`."""
+    _, rows = engine.query(f"describe table extended {table}")
+    for row in rows:
+        if str(row[0]).strip().lower() == "provider":
+            return str(row[1]).strip().lower()
+    return ""
+
+
+def partition_values(engine: Any, table: str, column: str) -> list[str] | None:
+    """The values of partition column `column` in `table`; None when it is not partitioned
+    by that column."""
+    if table_provider(engine, table) == "delta":
+        names, rows = engine.query(f"describe detail {table}")
+        columns = rows[0][list(names).index("partitionColumns")] if rows else []
+        if isinstance(columns, str):  # over Thrift an array arrives as JSON text
+            columns = json.loads(columns)
+        if column not in list(columns or []):
+            return None
+        _, rows = engine.query(f"select distinct `{column}` from {table}")
+        return sorted(str(r[0]) for r in rows if r[0] is not None)
+    try:
+        _, rows = engine.query(f"show partitions {table}")
+    except Exception:
+        return None
+    import urllib.parse
+
+    out = []
+    for spec, *_rest in rows:
+        for part in str(spec).split("/"):
+            key, _, value = part.partition("=")
+            if key == column:
+                out.append(urllib.parse.unquote(value))
+    return out if out or not rows else None
+
+
+def drop_partition(engine: Any, table: str, column: str, value: str) -> None:
+    """Remove every row of `table` whose partition column `column` is `value`."""
+    if table_provider(engine, table) == "delta":
+        engine.execute(f"delete from {table} where `{column}` = {_literal(value)}")
+    else:
+        engine.execute(
+            f"alter table {table} drop if exists partition (`{column}` = {_literal(value)})"
+        )
