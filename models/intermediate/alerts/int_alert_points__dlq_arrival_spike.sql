@@ -64,7 +64,9 @@ queue_policies_ranked as (
 ),
 
 queue_policies as (
-    select * from queue_policies_ranked where policy_rank = 1
+    select *
+    from queue_policies_ranked
+    where policy_rank = 1
 ),
 
 arrival_windows as (

@@ -82,7 +82,9 @@ points_with_policies as (
 ),
 
 points_with_policy as (
-    select * from points_with_policies where policy_rank = 1
+    select *
+    from points_with_policies
+    where policy_rank = 1
 ),
 
 evaluated as (

@@ -180,7 +180,9 @@ after_trip_with_policies as (
 ),
 
 after_trip_with_policy as (
-    select * from after_trip_with_policies where policy_rank = 1
+    select *
+    from after_trip_with_policies
+    where policy_rank = 1
 ),
 
 alerts as (

@@ -40,7 +40,9 @@ groups_with_policies as (
 ),
 
 groups_with_policy as (
-    select * from groups_with_policies where policy_rank = 1
+    select *
+    from groups_with_policies
+    where policy_rank = 1
 ),
 
 alerts as (
