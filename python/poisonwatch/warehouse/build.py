@@ -159,16 +159,21 @@ def parquet_parts(folder: Path) -> list[Path]:
 def read_inputs_from_files(warehouse: Path, root: Path | None = None) -> BuildInputs | None:
     """The same figures as read_inputs, read with pyarrow from the local target's warehouse
     folder (`<db>.db/<table>/`, Parquet) without starting Spark; None when a ledger table's
-    folder is missing, so the caller asks Spark. Only a "nothing new" answer is taken from here:
-    starting the JVM would cost more than the whole check. (pyarrow.parquet, not
-    pyarrow.dataset: the latter imports pandas, seconds of the check.)"""
+    folder is missing or is a Delta table, so the caller asks Spark. Only a "nothing new"
+    answer is taken from here: starting the JVM would cost more than the whole check.
+    (pyarrow.parquet, not pyarrow.dataset: the latter imports pandas, seconds of the check.)"""
     import pyarrow.parquet as pq
 
     root = root or project_root()
     raw_db, ops_db = _databases(root)
     ledger_dir = warehouse / f"{raw_db}.db" / LEDGER_TABLE
     ops_dir = warehouse / f"{ops_db}.db"
-    if not ledger_dir.is_dir() or not all((ops_dir / t).is_dir() for t in OPS_TABLES):
+    folders = [ledger_dir, *(ops_dir / t for t in OPS_TABLES)]
+    if not all(f.is_dir() for f in folders):
+        return None
+    # A Delta table's folder keeps the files of deleted rows until a vacuum: only its log says
+    # which files are live, so Spark answers for it.
+    if any((f / "_delta_log").is_dir() for f in folders):
         return None
     inputs = BuildInputs(project=project_fingerprint(root))
     per_dataset: dict[str, list[Any]] = {}

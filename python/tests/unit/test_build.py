@@ -169,6 +169,9 @@ def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) ->
     assert inputs.datasets == {"jms_b": [1, "b1"], "ssb_a": [2, "b2"]}
     assert inputs.ops == {"action_log": 2}
     assert inputs.project == project_fingerprint(project)
+    # A Delta table's files include deleted rows' until a vacuum: its figures come from Spark.
+    (warehouse / "ops.db" / "action_log" / "_delta_log").mkdir()
+    assert read_inputs_from_files(warehouse, project) is None
     # The database names go into SQL and paths: anything but an identifier is refused.
     (project / "dbt_project.yml").write_text("vars: {raw_database: 'raw`; drop'}\n")
     with pytest.raises(PoisonwatchError, match="not an identifier"):
