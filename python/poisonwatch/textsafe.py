@@ -98,3 +98,10 @@ def csv_cell(text: object) -> object:
         return text
     s = neutralise(text)
     return "'" + s if s.lstrip(" ").startswith(_CSV_FORMULA_PREFIXES) else s
+
+
+def sql_string(value: str) -> str:
+    """A Spark SQL string literal for any text (backslashes and quotes escaped)."""
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    escaped = escaped.replace("\n", "\\n").replace("\r", "\\r")
+    return f"'{escaped}'"

@@ -66,7 +66,7 @@ from poisonwatch.ingest.sql import (
 )
 from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.engine import Engine
-from poisonwatch.warehouse.partitions import drop_partition, partition_values
+from poisonwatch.warehouse.partitions import drop_partitions, partition_values
 from poisonwatch.warehouse.schemas import (
     DATASETS,
     LEDGER_TABLE,
@@ -297,10 +297,13 @@ def drop_orphan_batches(engine: Engine) -> list[str]:
     committed = {str(r[0]) for r in rows}
     dropped: set[str] = set()
     for table in [*DATASETS, REJECTS_TABLE]:
-        for batch in partition_values(engine, _table(table), "_batch_id") or []:
-            if BATCH_RE.fullmatch(batch) and batch not in committed:
-                drop_partition(engine, _table(table), "_batch_id", batch)
-                dropped.add(batch)
+        orphans = {
+            batch
+            for batch in partition_values(engine, _table(table), "_batch_id") or []
+            if BATCH_RE.fullmatch(batch) and batch not in committed
+        }
+        drop_partitions(engine, _table(table), "_batch_id", orphans)
+        dropped |= orphans
     return sorted(dropped)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from poisonwatch.textsafe import sql_string
 from poisonwatch.warehouse.schemas import BIGINT, BOOLEAN, INT, STRING, TIMESTAMP, Column, Dataset
 
 # Low 33 bits of monotonically_increasing_id(): the row's index inside its Spark partition.
@@ -42,13 +43,6 @@ PREVIEW_CHARS = 40
 CSV_OPTIONS = "map('mode', 'PERMISSIVE', 'quote', '\"', 'escape', '\"', "
 CSV_OPTIONS += "'columnNameOfCorruptRecord', '_corrupt')"
 BLANK_CHARS = " \t\r"
-
-
-def sql_string(value: str) -> str:
-    """A Spark SQL string literal for any text (backslashes and quotes escaped)."""
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
-    escaped = escaped.replace("\n", "\\n").replace("\r", "\\r")
-    return f"'{escaped}'"
 
 
 def ident(name: str) -> str:

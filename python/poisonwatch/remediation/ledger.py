@@ -33,7 +33,7 @@ from poisonwatch.config import (
     table_format,
     take_file_lock,
 )
-from poisonwatch.warehouse.partitions import drop_partition, partition_values
+from poisonwatch.warehouse.partitions import drop_partitions, partition_values
 
 OPS_DATABASE = "poisonwatch_ops"
 MART_DATABASE = "poisonwatch"
@@ -293,9 +293,10 @@ def recover(engine: Any) -> Recovery:
             if n:
                 unpartitioned[table] = int(n)
             continue
-        for run_id in sorted(set(runs) - committed):
-            drop_partition(engine, f"`{ops}`.`{table}`", "run_id", run_id)
-            dropped.setdefault(table, []).append(run_id)
+        orphans = sorted(set(runs) - committed)
+        drop_partitions(engine, f"`{ops}`.`{table}`", "run_id", orphans)
+        if orphans:
+            dropped[table] = orphans
     aborted: list[Path] = []
     folder = scripts_dir()
     for path in sorted(folder.glob("apply-*")):

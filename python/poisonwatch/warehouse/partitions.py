@@ -10,12 +10,11 @@ Delta does by removing whole files.
 from __future__ import annotations
 
 import json
+import urllib.parse
+from collections.abc import Iterable
 from typing import Any
 
-
-def _literal(value: str) -> str:
-    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
-    return "'" + escaped.replace("\n", "\\n").replace("\r", "\\r") + "'"
+from poisonwatch.textsafe import sql_string
 
 
 def table_provider(engine: Any, table: str) -> str:
@@ -43,8 +42,6 @@ def partition_values(engine: Any, table: str, column: str) -> list[str] | None:
         _, rows = engine.query(f"show partitions {table}")
     except Exception:
         return None
-    import urllib.parse
-
     out = []
     for spec, *_rest in rows:
         for part in str(spec).split("/"):
@@ -54,11 +51,16 @@ def partition_values(engine: Any, table: str, column: str) -> list[str] | None:
     return out if out or not rows else None
 
 
-def drop_partition(engine: Any, table: str, column: str, value: str) -> None:
-    """Remove every row of `table` whose partition column `column` is `value`."""
+def drop_partitions(engine: Any, table: str, column: str, values: Iterable[str]) -> None:
+    """Remove every row of `table` whose partition column `column` is one of `values`."""
+    values = sorted(set(values))
+    if not values:
+        return
     if table_provider(engine, table) == "delta":
-        engine.execute(f"delete from {table} where `{column}` = {_literal(value)}")
-    else:
+        listed = ", ".join(sql_string(v) for v in values)
+        engine.execute(f"delete from {table} where `{column}` in ({listed})")
+        return
+    for value in values:
         engine.execute(
-            f"alter table {table} drop if exists partition (`{column}` = {_literal(value)})"
+            f"alter table {table} drop if exists partition (`{column}` = {sql_string(value)})"
         )
