@@ -119,7 +119,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_sql(args: argparse.Namespace) -> int:
     from poisonwatch.warehouse.sqlrun import run_sql
 
-    run_sql(args.query, fmt=args.format, target=args.target, wide=args.wide)
+    run_sql(args.query, fmt=args.format, target=args.target, wide=args.wide, as_of=args.as_of)
     return 0
 
 
@@ -375,6 +375,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", help="one Spark SQL statement")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--wide", action="store_true", help="table: long values whole, not cut")
+    p.add_argument(
+        "--as-of",
+        metavar="TIME",
+        help="read every table as it was at TIME (ISO 8601, UTC unless it says; Delta tables)",
+    )
     p.set_defaults(func=_cmd_sql)
 
     p = sub.add_parser(

@@ -91,16 +91,33 @@ def print_rows(
         Console(file=sys.stderr).print(f"[dim]{len(rows)} row(s)[/dim]")
 
 
-def run_sql(query: str, fmt: str = "table", target: str | None = None, wide: bool = False) -> int:
-    """Run one Spark SQL statement on the current target and print its result."""
+def run_sql(
+    query: str,
+    fmt: str = "table",
+    target: str | None = None,
+    wide: bool = False,
+    as_of: str | None = None,
+) -> int:
+    """Run one Spark SQL statement on the current target and print its result; with `as_of`,
+    on the Delta tables as they were at that time."""
+    from py4j.protocol import Py4JJavaError
     from pyspark.errors import PySparkException
 
-    from poisonwatch.warehouse.engine import connect
+    from poisonwatch.warehouse.engine import LocalEngine, connect
 
     with connect(target) as engine:
+        if as_of is not None and not isinstance(engine, LocalEngine):
+            raise PoisonwatchError(
+                f"--as-of needs Spark's parser in a local driver; on the target "
+                f"{engine.target!r} write `timestamp as of '…'` after each table instead"
+            )
         try:
+            if as_of is not None:
+                from poisonwatch.warehouse.asof import with_as_of
+
+                query = with_as_of(engine.spark, query, as_of)
             columns, rows = engine.query(query)
-        except PySparkException as exc:
+        except (PySparkException, Py4JJavaError) as exc:
             # The user's own statement failed: Spark's message, not a Python traceback.
             raise PoisonwatchError(f"the query failed: {spark_error_summary(exc)}") from None
     print_rows(columns, rows, fmt, wide=wide)
