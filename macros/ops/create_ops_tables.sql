@@ -8,7 +8,7 @@
 {%- endmacro %}
 
 {% macro default__create_ops_tables() -%}
-    {%- set ops = var('ops_database', 'poisonwatch_ops') -%}
+    {%- set ops = var('ops_database') -%}
     {%- set file_format = var('file_format') -%}
     {%- set tables = poisonwatch_ops_table_columns() -%}
     {%- if execute -%}

@@ -4,7 +4,7 @@
     parameters (the description through a variable, as its inert literal is an expression);
     the handle must be a GUID and the error code positive, else the result is null. -#}
 {% macro end_conversation_statement(database_name, conversation_handle, error_code, error_description, cleanup_procedure=none) -%}
-    {% set procedure = cleanup_procedure if cleanup_procedure is not none else var('sb_cleanup_procedure', 'dbo.ClearMessageTracking') %}
+    {% set procedure = cleanup_procedure if cleanup_procedure is not none else var('sb_cleanup_procedure') %}
     {% if procedure is not string %}
         {{ exceptions.raise_compiler_error("end_conversation_statement: cleanup_procedure must be a string (empty for none)") }}
     {% endif %}

@@ -12,8 +12,8 @@
     {{ return(adapter.dispatch('decode_message_body', 'poisonwatch')(
         body_column,
         validation_column,
-        max_chars if max_chars is not none else var('body_preview_chars', 200),
-        hex_bytes if hex_bytes is not none else var('body_preview_hex_bytes', 32)
+        max_chars if max_chars is not none else var('body_preview_chars'),
+        hex_bytes if hex_bytes is not none else var('body_preview_hex_bytes')
     )) }}
 {%- endmacro %}
 

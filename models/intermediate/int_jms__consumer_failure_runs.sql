@@ -43,7 +43,7 @@
     new attempt, whose rows keep their `sequenced_at`, so only it tells a reader which buckets
     changed (int_jms__consumer_hours_summarized, for consumer_circuit_breakers).
 -#}
-{%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
+{%- set partition_seconds = var('attempt_partition_seconds') -%}
 {%- set incremental = is_incremental() -%}
 {%- set key_columns = ['consumer_id', 'server_name'] -%}
 {%- set order_columns = ['attempted_at', 'source_file', 'record_number', 'attempt_key'] -%}

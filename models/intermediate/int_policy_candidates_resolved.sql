@@ -50,7 +50,7 @@ matched as (
                     then queue_candidate.failure_threshold
                 else default_candidate.failure_threshold
             end,
-            {{ var('default_failure_threshold', 3) }}
+            {{ var('default_failure_threshold') }}
         ) as failure_threshold,
         coalesce(
             case
@@ -58,7 +58,7 @@ matched as (
                     then queue_candidate.max_delivery_attempts
                 else default_candidate.max_delivery_attempts
             end,
-            {{ var('default_max_delivery_attempts', 10) }}
+            {{ var('default_max_delivery_attempts') }}
         ) as max_delivery_attempts,
         case
             when queue_candidate.policy_name is not null

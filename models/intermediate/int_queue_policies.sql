@@ -46,7 +46,7 @@ matched as (
                 when queue_policy.policy_name is not null then queue_policy.failure_threshold
                 else default_policy.failure_threshold
             end,
-            {{ var('default_failure_threshold', 3) }}
+            {{ var('default_failure_threshold') }}
         ) as failure_threshold,
         -- a blank number in the matching row falls back to the project default
         coalesce(
@@ -54,33 +54,33 @@ matched as (
                 when queue_policy.policy_name is not null then queue_policy.max_delivery_attempts
                 else default_policy.max_delivery_attempts
             end,
-            {{ var('default_max_delivery_attempts', 10) }}
+            {{ var('default_max_delivery_attempts') }}
         ) as max_delivery_attempts,
         case
             when queue_policy.policy_name is not null then queue_policy.permanent_error_threshold
             when default_policy.policy_name is not null
                 then default_policy.permanent_error_threshold
-            else {{ var('default_permanent_error_threshold', 1) }}
+            else {{ var('default_permanent_error_threshold') }}
         end as permanent_error_threshold,
         case
             when queue_policy.policy_name is not null then queue_policy.validation_is_poison
             when default_policy.policy_name is not null then default_policy.validation_is_poison
-            else {{ var('default_validation_is_poison', true) }}
+            else {{ var('default_validation_is_poison') }}
         end as validation_is_poison,
         case
             when queue_policy.policy_name is not null then queue_policy.policy_action
             when default_policy.policy_name is not null then default_policy.policy_action
-            else '{{ var("default_policy_action", "end_conversation") }}'
+            else '{{ var("default_policy_action") }}'
         end as policy_action,
         case
             when queue_policy.policy_name is not null then queue_policy.error_code
             when default_policy.policy_name is not null then default_policy.error_code
-            else {{ var('default_error_code', 500) }}
+            else {{ var('default_error_code') }}
         end as error_code,
         case
             when queue_policy.policy_name is not null then queue_policy.error_description
             when default_policy.policy_name is not null then default_policy.error_description
-            else '{{ var("default_error_description", "Unable to process message.") }}'
+            else '{{ var("default_error_description") }}'
         end as error_description,
         case
             when queue_policy.policy_name is not null then queue_policy.redelivery_delay_ms

@@ -18,7 +18,7 @@
     counted yet (unprocessed_attempts_filter), so it costs what the new data costs. A late
     attempt adds a row to its own minute; readers sum over batches.
 #}
-{%- set bucket_seconds = var('alert_bucket_seconds', 60) %}
+{%- set bucket_seconds = var('alert_bucket_seconds') %}
 
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}

@@ -75,7 +75,7 @@
     'delivery_count',
     'is_redelivered',
 ] -%}
-{%- set partition_seconds = var('message_partition_seconds', 3600) -%}
+{%- set partition_seconds = var('message_partition_seconds') -%}
 {%- set new_batches_only = is_incremental() -%}
 {#- An incremental run puts new messages in partitions of its own hour (new_message_partition):
     the start of the time bucket holding the run's start, so runs in the same hour share them. -#}

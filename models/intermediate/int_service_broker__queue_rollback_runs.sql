@@ -39,7 +39,7 @@
     `sequenced_at`, so only it tells a reader which buckets changed
     (int_service_broker__queue_hours_summarized, for queue_health).
 -#}
-{%- set partition_seconds = var('attempt_partition_seconds', 3600) -%}
+{%- set partition_seconds = var('attempt_partition_seconds') -%}
 {%- set incremental = is_incremental() -%}
 {%- set run_columns = [
     'attempt_key',

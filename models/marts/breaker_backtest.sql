@@ -60,14 +60,14 @@ candidates as (
                 when own_row.candidate_name is not null then own_row.breaker_mode
                 else default_row.breaker_mode
             end,
-            upper('{{ var("default_breaker_mode", "ANY") }}')
+            upper('{{ var("default_breaker_mode") }}')
         ) as breaker_mode,
         coalesce(
             case
                 when own_row.candidate_name is not null then own_row.max_consecutive_failures
                 else default_row.max_consecutive_failures
             end,
-            {{ var('default_max_consecutive_failures', 10) }}
+            {{ var('default_max_consecutive_failures') }}
         ) as max_consecutive_failures
     from candidate_names
     cross join in_force

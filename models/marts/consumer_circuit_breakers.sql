@@ -39,13 +39,13 @@ consumer_policies as (
                 when own_policy.consumer_id is not null then own_policy.breaker_mode
                 else default_policy.breaker_mode
             end,
-            upper('{{ var("default_breaker_mode", "ANY") }}')
+            upper('{{ var("default_breaker_mode") }}')
         ) as breaker_mode,
         case
             when own_policy.consumer_id is not null then own_policy.max_consecutive_failures
             when default_policy.consumer_id is not null
                 then default_policy.max_consecutive_failures
-            else {{ var('default_max_consecutive_failures', 10) }}
+            else {{ var('default_max_consecutive_failures') }}
         end as max_consecutive_failures,
         case
             when own_policy.consumer_id is not null then own_policy.scheduled_group

@@ -104,7 +104,7 @@ select
                 coalesce(poison.broker_kind, applied.broker_kind) = 'service_broker'
                 then poison.queue_name
         end,
-        '{{ var("default_dlq_queue_name", "DLQ") }}'
+        '{{ var("default_dlq_queue_name") }}'
     ) as queue_name,
     poison.conversation_handle,
     poison.message_sequence_number,
@@ -130,7 +130,7 @@ select
     case
         when coalesce(poison.broker_kind, applied.broker_kind) = 'service_broker'
             then service_broker_bodies.body_preview
-        else left(coalesce(dlq.body, applied.body), {{ var('body_preview_chars', 200) }})
+        else left(coalesce(dlq.body, applied.body), {{ var('body_preview_chars') }})
     end as body_preview,
     coalesce(coalesce(poison.failure_class, applied.failure_class) = 'transient', false)
         as is_replay_candidate

@@ -15,7 +15,7 @@
 -- declares at an earlier failure (that rollback, which completed the run, would not have
 -- happened).
 
-{%- set disable_at = var('queue_disable_rollbacks', 5) %}
+{%- set disable_at = var('queue_disable_rollbacks') %}
 
 with candidates as (
     select * from {{ ref('int_policy_candidates_resolved') }}

@@ -11,8 +11,8 @@
     rewritten); only the snapshot's own hour is read attempt by attempt, so a build neither
     orders every attempt of history with the snapshots nor groups them all by hour again.
 -#}
-{%- set disable_at = var('queue_disable_rollbacks', 5) %}
-{%- set partition_seconds = var('attempt_partition_seconds', 3600) %}
+{%- set disable_at = var('queue_disable_rollbacks') %}
+{%- set partition_seconds = var('attempt_partition_seconds') %}
 
 with snapshots as (
     select * from {{ ref('int_queue_snapshots') }}

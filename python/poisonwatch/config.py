@@ -139,6 +139,17 @@ def load_profile(target: str | None = None) -> dict[str, Any]:
     return render(outputs[name])
 
 
+def project_var(name: str) -> Any:
+    """Var `name` of dbt_project.yml, where each default is defined once: the runner reads it
+    from there instead of keeping a copy (a templated value is not rendered; see
+    table_format)."""
+    path = project_root() / "dbt_project.yml"
+    project_vars = yaml.safe_load(path.read_text()).get("vars") or {}
+    if name not in project_vars:
+        raise PoisonwatchError(f"{path}: vars has no {name!r}")
+    return project_vars[name]
+
+
 def table_format() -> str:
     """The table format of every table (`delta`, or `parquet` where Delta is missing): var
     `file_format` of dbt_project.yml, rendered as dbt renders it."""

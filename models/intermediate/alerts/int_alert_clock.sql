@@ -2,7 +2,7 @@
 -- so the same data gives the same alerts. `as_of` is the latest queue snapshot or receive
 -- attempt seen; only the var('alert_lookback_hours') before it are evaluated.
 
-{%- set lookback_hours = var('alert_lookback_hours', 192) | int %}
+{%- set lookback_hours = var('alert_lookback_hours') | int %}
 
 with queue_health as (
     select * from {{ ref('queue_health') }}

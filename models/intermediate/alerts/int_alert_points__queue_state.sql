@@ -3,7 +3,7 @@
 -- row, fewer than var('queue_disable_rollbacks'), queue not yet disabled: one more and Service
 -- Broker switches the queue off). One point per kind and snapshot.
 
-{%- set disable_at = var('queue_disable_rollbacks', 5) %}
+{%- set disable_at = var('queue_disable_rollbacks') %}
 
 with queue_health as (
     select * from {{ ref('queue_health') }}

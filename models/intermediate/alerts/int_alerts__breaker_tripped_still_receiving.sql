@@ -13,7 +13,7 @@
     partitions by a join only when it judges the other side selective, which these
     aggregates are not.
 -#}
-{%- set partition_seconds = var('attempt_partition_seconds', 3600) %}
+{%- set partition_seconds = var('attempt_partition_seconds') %}
 {%- set report_hours_sql -%}
     {#- A server reports when one of its runs reaches its threshold (breaker_server_reports):
         an hour holds such an attempt when its longest runs do. #}

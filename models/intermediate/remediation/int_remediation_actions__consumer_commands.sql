@@ -3,7 +3,7 @@
 -- and purge_failure_log, the failure-log retention of seed 002 — after a succeeded last
 -- activation its failure records, after a failed one those older than the retention.
 
-{%- set retention_days = var('failure_log_retention_days', 7) %}
+{%- set retention_days = var('failure_log_retention_days') %}
 
 with breakers as (
     select * from {{ ref('consumer_circuit_breakers') }}

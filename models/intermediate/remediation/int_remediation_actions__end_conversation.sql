@@ -82,7 +82,7 @@ actions as (
             validated.policy_name,
             cast(coalesce(validated.error_code, 500) as string),
             coalesce(validated.error_description, 'Unable to process message.'),
-            '{{ var("sb_cleanup_procedure", "dbo.ClearMessageTracking") }}'
+            '{{ var("sb_cleanup_procedure") }}'
         ) as policy_keys
     from validated
     left join conversations

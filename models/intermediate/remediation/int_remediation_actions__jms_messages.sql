@@ -75,7 +75,7 @@ message_actions as (
                         'moveMessages(java.lang.String,java.lang.String)',
                         [
                             poisonwatch.jms_message_filter('message_id'),
-                            "concat(queue_name, '" ~ var('jms_park_queue_suffix', '.parked') ~ "')",
+                            "concat(queue_name, '" ~ var('jms_park_queue_suffix') ~ "')",
                         ]
                     ) }}
         end as statement,
@@ -95,7 +95,7 @@ message_actions as (
         array(
             policy_name,
             case when action_type = 'park' then cast(park_delay_minutes as string) end,
-            case when action_type = 'park' then '{{ var("jms_park_queue_suffix", ".parked") }}' end
+            case when action_type = 'park' then '{{ var("jms_park_queue_suffix") }}' end
         ) as policy_keys
     from message_targets
 ),

@@ -54,14 +54,14 @@ actions as (
                 then
                     {{ poisonwatch.receive_message_statement(
                         *message,
-                        target_table=var('sb_holding_table', 'dbo.PoisonwatchParkedMessages'),
+                        target_table=var('sb_holding_table'),
                         delay_minutes='park_delay_minutes'
                     ) }}
             when 'dead_letter'
                 then
                     {{ poisonwatch.receive_message_statement(
                         *message,
-                        target_table=var('sb_dead_letter_table', 'dbo.PoisonwatchDeadLetters')
+                        target_table=var('sb_dead_letter_table')
                     ) }}
         end as statement,
         'tsql' as statement_language,
@@ -84,12 +84,12 @@ actions as (
             case
                 when
                     action_type = 'park'
-                    then '{{ var("sb_holding_table", "dbo.PoisonwatchParkedMessages") }}'
+                    then '{{ var("sb_holding_table") }}'
             end,
             case
                 when
                     action_type = 'dead_letter'
-                    then '{{ var("sb_dead_letter_table", "dbo.PoisonwatchDeadLetters") }}'
+                    then '{{ var("sb_dead_letter_table") }}'
             end
         ) as policy_keys
     from message_targets

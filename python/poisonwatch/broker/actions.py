@@ -43,6 +43,7 @@ from poisonwatch.broker.client import (
     selector_string,
 )
 from poisonwatch.broker.profiles import BrokerTarget
+from poisonwatch.config import project_var
 
 LIVE_ACTION_TYPES = ("dead_letter", "retry_from_dlq", "park", "discard")
 JOURNAL_QUEUE = "poisonwatch.actions"
@@ -51,7 +52,6 @@ SOURCE_ID_PROPERTY = "poisonwatch_source_message_id"
 SOURCE_QUEUE_PROPERTY = "poisonwatch_source_queue"
 PARK_QUEUE_PROPERTY = "poisonwatch_park_queue"
 PARK_DUE_PROPERTY = "poisonwatch_park_due_at"
-PARK_SUFFIX = ".parked"
 DROPPED_PROPERTY = "poisonwatch_dropped_properties"
 # JMS property name rules: an identifier, not a selector keyword, not a JMS-reserved `JMS` name.
 _JMS_IDENTIFIER = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
@@ -181,9 +181,14 @@ def refused_queue(name: str | None, role: str) -> str | None:
     problem = queue_name_problem(name)
     if problem:
         return f"refused: the {role} queue is {problem}"
-    if name == JOURNAL_QUEUE or name.startswith(JOURNAL_QUEUE + PARK_SUFFIX):
+    if name == JOURNAL_QUEUE or name.startswith(JOURNAL_QUEUE + park_suffix()):
         return f"refused: the {role} queue is poisonwatch's own journal {JOURNAL_QUEUE}"
     return None
+
+
+def park_suffix() -> str:
+    """What a queue's parking queue adds to its name (var jms_park_queue_suffix)."""
+    return str(project_var("jms_park_queue_suffix"))
 
 
 def target_queue(target: BrokerTarget, action: LiveAction) -> str | None:
@@ -192,7 +197,7 @@ def target_queue(target: BrokerTarget, action: LiveAction) -> str | None:
     if action.action_type == "retry_from_dlq":
         return action.orig_queue or None
     if action.action_type == "park":
-        return action.queue_name + PARK_SUFFIX
+        return action.queue_name + park_suffix()
     if action.action_type == "discard":
         return None
     raise ValueError(f"not a live broker action type: {action.action_type}")
@@ -436,7 +441,7 @@ def release_parked(
     out = Release([], [])
     done: set[str] = set()
     for holding in sorted({r.holding_queue for r in parked}):
-        if refused_queue(holding, "holding") or not holding.endswith(PARK_SUFFIX):
+        if refused_queue(holding, "holding") or not holding.endswith(park_suffix()):
             out.failures.append(f"{holding!r}: not a holding queue")
             continue
         for msg in list(client.browse(holding)):

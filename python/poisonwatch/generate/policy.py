@@ -9,7 +9,7 @@ import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from poisonwatch.config import project_root
+from poisonwatch.config import project_root, project_var
 
 CLASS_RANK = {"transient": 0, "unknown": 1, "permanent": 2, "validation": 3}
 
@@ -82,7 +82,9 @@ def load_policies(seeds_dir: Path | None = None) -> Policies:
     for r in _rows(d / "consumer_policies.csv"):
         p.consumers[r["consumer_id"]] = ConsumerPolicy(
             max_consecutive_failures=int(r["max_consecutive_failures"]),
-            breaker_mode=r["breaker_mode"].strip().upper() or "ANY",
+            breaker_mode=(
+                r["breaker_mode"].strip() or str(project_var("default_breaker_mode"))
+            ).upper(),
             scheduled_group=r["scheduled_group"].strip() or None,
         )
     for r in _rows(d / "disposable_message_types.csv"):
@@ -111,13 +113,17 @@ def classify(
     if disposable:
         return "poison", "disposable"
     if broker_kind == "service_broker":
-        threshold = policy.failure_threshold if policy.failure_threshold is not None else 3
+        threshold = policy.failure_threshold
+        if threshold is None:
+            threshold = int(project_var("default_failure_threshold"))
         if failures > threshold:
             return "poison", "threshold_exceeded"
         if failures == threshold:
             return "suspect", "at_threshold"
         return "retrying", "below_threshold"
-    mda = policy.max_delivery_attempts if policy.max_delivery_attempts is not None else 10
+    mda = policy.max_delivery_attempts
+    if mda is None:
+        mda = int(project_var("default_max_delivery_attempts"))
     deliveries = max(failures, max_delivery_count)
     if deliveries >= mda:
         return "poison", "max_deliveries"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from poisonwatch.config import project_var
 from poisonwatch.generate.catalog import (
     TUE,
     jms_error,
@@ -159,7 +160,9 @@ class Engine:
         self.emitted = 0
         self.attempt_no = 0
         self.sb_policy = policies.failure_policy("service_broker", "*")
-        self.jms_mda = policies.failure_policy("jms", "*").max_delivery_attempts or 10
+        self.jms_mda = policies.failure_policy("jms", "*").max_delivery_attempts or int(
+            project_var("default_max_delivery_attempts")
+        )
         self.sb_queues: list[SBQueue] = []
         self.jms_queues: list[JQueue] = []
         self.consumers: dict[str, Consumer] = {}

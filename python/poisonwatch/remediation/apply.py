@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from poisonwatch.config import PoisonwatchError, crash_point
+from poisonwatch.config import PoisonwatchError, crash_point, project_var
 from poisonwatch.remediation.ledger import (
     EFFECT_TABLES,
     MART_DATABASE,
@@ -58,9 +58,6 @@ from poisonwatch.remediation.plan import (
 )
 from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.schemas import RAW_DATABASE
-
-SB_HOLDING_TABLE = "dbo.PoisonwatchParkedMessages"
-JMS_PARK_SUFFIX = ".parked"
 
 # Which effect table each action type writes (re_enable_queue: the script and the log only).
 EFFECTS: dict[str, tuple[str, ...]] = {
@@ -224,7 +221,8 @@ def effect_select(table: str, ids: list[str], at: dt.datetime) -> str:
     if table == "parked_messages":
         holding = (
             f"case when a.broker_kind = 'jms' then concat(a.queue_name, "
-            f"{sql_string(JMS_PARK_SUFFIX)}) else {sql_string(SB_HOLDING_TABLE)} end"
+            f"{sql_string(str(project_var('jms_park_queue_suffix')))}) "
+            f"else {sql_string(str(project_var('sb_holding_table')))} end"
         )
         return f"""
             select a.action_id, a.broker_kind, a.server_name, a.database_name, a.broker_name,
