@@ -42,6 +42,47 @@ CASES = {
     ),
     "accepted_number": "{{ test_accepted_values_columns('pw_rows', {'a': [1, 4]}) }}",
 }
+# tests/generic/primary_key.sql: unique and not null in one scan, on a column or on
+# column_names; nullable_columns are key parts grouped on but not required. One failing row
+# per case (a row with a null key part does not sort beside one without).
+PK_DUP = "(select * from values ('a', 'p1'), ('a', 'p1'), ('a', 'p2'), ('b', 'p1') as t(k, p))"
+PK_NULL = "(select * from values ('a', 'p1'), (null, 'p1'), ('b', null) as t(k, p))"
+PK_NULL_DUP = "(select * from values (null, 'p1'), (null, 'p1'), ('a', 'p1') as t(k, p))"
+PK_UNIQUE = "(select * from values ('a', 'p1'), ('a', 'p2'), ('b', 'p1') as t(k, p))"
+CASES.update(
+    {
+        "pk_column_dup": f'{{{{ test_primary_key("{PK_DUP}", "k") }}}}',
+        "pk_composite_dup": f'{{{{ test_primary_key("{PK_DUP}", column_names=["k", "p"]) }}}}',
+        "pk_column_null": f'{{{{ test_primary_key("{PK_NULL}", "k") }}}}',
+        "pk_nullable_part": (
+            f'{{{{ test_primary_key("{PK_NULL}", column_names=["k", "p"], '
+            'nullable_columns=["p"]) }}'
+        ),
+        "pk_nullable_dup": (
+            f'{{{{ test_primary_key("{PK_NULL_DUP}", column_names=["k", "p"], '
+            'nullable_columns=["k"]) }}'
+        ),
+        "pk_clean": "{{ test_primary_key('pw_rows', 'b') }}",
+        "pk_clean_composite": f'{{{{ test_primary_key("{PK_UNIQUE}", column_names=["k", "p"]) }}}}',
+        "pk_empty_table": (
+            "{{ test_primary_key('(select * from pw_rows where false)', column_names=['a']) }}"
+        ),
+        "pk_both": "{{ test_primary_key('pw_rows', 'a', ['b']) }}",
+        "pk_neither": "{{ test_primary_key('pw_rows') }}",
+        "pk_string": "{{ test_primary_key('pw_rows', column_names='a') }}",
+        "pk_empty_list": "{{ test_primary_key('pw_rows', column_names=[]) }}",
+        "pk_injected": (
+            "{{ test_primary_key('pw_rows', column_names=[\"a'; drop table x;--\"]) }}"
+        ),
+        "pk_column_injected": "{{ test_primary_key('pw_rows', \"a'--\") }}",
+        "pk_nullable_not_key": (
+            "{{ test_primary_key('pw_rows', column_names=['a'], nullable_columns=['c']) }}"
+        ),
+        "pk_nullable_string": (
+            "{{ test_primary_key('pw_rows', column_names=['a'], nullable_columns='a') }}"
+        ),
+    }
+)
 # tests/generic/relationships.sql: dbt's relationships, with the parent read only in the
 # child's partitions when partition_column is given. Child keys a (partition p1), b (p2),
 # c (it's;--), d (p1); the parent holds a and b in their partitions, c in the partition with
@@ -213,6 +254,43 @@ def test_not_null_columns_refuses_what_is_not_a_list_of_column_names(
 ) -> None:
     assert "not a column name" in results["injected"]["error"]
     assert "needs a list of column names" in results["string"]["error"]
+
+
+def test_primary_key_reports_each_duplicated_key_with_its_row_count(
+    results: dict[str, Any],
+) -> None:
+    assert results["pk_column_dup"]["columns"] == ["k", "row_count"]
+    assert results["pk_column_dup"]["rows"] == [["a", 3]]
+    assert results["pk_composite_dup"]["columns"] == ["k", "p", "row_count"]
+    assert results["pk_composite_dup"]["rows"] == [["a", "p1", 2]]
+
+
+def test_primary_key_reports_null_key_parts_unless_nullable(results: dict[str, Any]) -> None:
+    assert results["pk_column_null"]["rows"] == [[None, 1]]
+    # p may be null ('b', null passes); k may not.
+    assert results["pk_nullable_part"]["rows"] == [[None, "p1", 1]]
+    # A nullable part is grouped on as one value: two (null, p1) rows are one key twice.
+    assert results["pk_nullable_dup"]["rows"] == [[None, "p1", 2]]
+
+
+def test_primary_key_passes_unique_non_null_keys_and_empty_tables(
+    results: dict[str, Any],
+) -> None:
+    assert results["pk_clean"]["rows"] == []
+    assert results["pk_clean_composite"]["rows"] == []
+    assert results["pk_empty_table"]["rows"] == []
+
+
+def test_primary_key_refuses_what_is_not_one_key_of_column_names(
+    results: dict[str, Any],
+) -> None:
+    assert "not both" in results["pk_both"]["error"]
+    for name in ("pk_neither", "pk_string", "pk_empty_list"):
+        assert "needs a column or a list of column names" in results[name]["error"], name
+    for name in ("pk_injected", "pk_column_injected"):
+        assert "not a column name" in results[name]["error"], name
+    assert "not a key column" in results["pk_nullable_not_key"]["error"]
+    assert "nullable_columns needs a list" in results["pk_nullable_string"]["error"]
 
 
 def _assert_one_row_of_calls(result: dict[str, Any], cases: list[tuple[str, bool]]) -> None:
