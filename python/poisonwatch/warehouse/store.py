@@ -67,9 +67,16 @@ def _restore(spark: object, old_warehouse: Path, result: RebuildResult) -> None:
             if table_dir.name.startswith((".", "_")) or not _data_files(table_dir):
                 continue  # an empty table: ingest / dbt create it again when needed
             name = f"`{database}`.`{table_dir.name.replace('`', '``')}`"
-            frame = spark.read.option("basePath", str(table_dir)).parquet(str(table_dir))  # type: ignore[attr-defined]
-            writer = frame.write.format("parquet").mode("errorifexists")
-            partitions = _partition_columns(table_dir)
+            if (table_dir / "_delta_log").is_dir():
+                # Only the current version: the folder also keeps files of deleted rows.
+                frame = spark.read.format("delta").load(str(table_dir))  # type: ignore[attr-defined]
+                detail = spark.sql(f"describe detail delta.`{table_dir}`").collect()[0]  # type: ignore[attr-defined]
+                writer = frame.write.format("delta").mode("errorifexists")
+                partitions = list(detail["partitionColumns"])
+            else:
+                frame = spark.read.option("basePath", str(table_dir)).parquet(str(table_dir))  # type: ignore[attr-defined]
+                writer = frame.write.format("parquet").mode("errorifexists")
+                partitions = _partition_columns(table_dir)
             if partitions:
                 writer = writer.partitionBy(*partitions)
             writer.saveAsTable(name)

@@ -37,6 +37,11 @@ with connect("local") as e:
         ensure_ops_tables(e)
         e.execute("insert into poisonwatch_ops.action_log values "
                   "('act-1', 'run-1', timestamp'2026-11-20 08:00:00', 'applied')")
+        # A crashed run's row, removed as recovery removes it: on Delta its file stays in
+        # the folder, and a rebuild must not bring the row back.
+        e.execute("insert into poisonwatch_ops.action_log values "
+                  "('act-2', 'run-2', timestamp'2026-11-20 08:01:00', 'applied')")
+        e.execute("delete from poisonwatch_ops.action_log where run_id = 'run-2'")
     rows = e.scalar("select count(*) from raw.ssb_receive_attempts")
     has_ops = e.query("show databases like 'poisonwatch_ops'")[1]
     ops = e.scalar("select count(*) from poisonwatch_ops.action_log") if has_ops else None
@@ -113,6 +118,7 @@ def test_metastore_gone_is_found_up_front_and_rebuild_keeps_the_data(
     assert "restored raw.ssb_receive_attempts: 3 row(s)" in out, out
     assert "restored poisonwatch_ops.action_log: 1 row(s)" in out, out
     assert len(list(store.glob("warehouse.orphan-*"))) == 1  # kept, not deleted
+    assert list(store.glob("warehouse.orphan-*/poisonwatch_ops.db/action_log/_delta_log"))
     # The ledger came back too: the landed file is known, nothing loads twice.
     assert load(env, landing) == {"loaded": 0, "skipped": 1, "rows": 3, "ops": 1}
 
