@@ -1,6 +1,7 @@
 {#-
     The partition names of a table partitioned by one time-bucket column (time_bucket text),
-    oldest first, read from the metastore (`show partitions`, no data read); none when the
+    oldest first, read from the metastore (`show partitions`, no data read), or on Delta,
+    which keeps partitions in its log, with a distinct query on the column; none when the
     table has another partition column or a name that is not a time bucket, so the caller
     falls back to reading every partition.
 -#}
@@ -18,7 +19,13 @@
     {%- set bucket = modules.re.compile('^\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d:\\d\\d$') -%}
     {%- set state = namespace(usable=true) -%}
     {%- set names = [] -%}
-    {%- for row in run_query('show partitions ' ~ relation) -%}
+    {%- if var('file_format') == 'delta' -%}
+        {%- set listing = "select distinct concat('" ~ partition_column ~ "=', cast("
+            ~ adapter.quote(partition_column) ~ ' as string)) from ' ~ relation -%}
+    {%- else -%}
+        {%- set listing = 'show partitions ' ~ relation -%}
+    {%- endif -%}
+    {%- for row in run_query(listing) -%}
         {#- Hive escapes ':' in partition names; a time bucket has nothing else to escape. -#}
         {%- set spec = (row[0] | string).split('=', 1) -%}
         {%- set value = (spec[1] if spec | length == 2 else '') | replace('%3A', ':') -%}
