@@ -78,6 +78,8 @@ class BuildInputs:
     project: str
     datasets: dict[str, list[Any]] = field(default_factory=dict)  # dataset → [files, batch]
     ops: dict[str, int] = field(default_factory=dict)  # ops table → rows
+    # Delta ledgers: table folder → its log's latest version, read before the figures above.
+    delta_versions: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,25 +158,60 @@ def parquet_parts(folder: Path) -> list[Path]:
     return found
 
 
-def read_inputs_from_files(warehouse: Path, root: Path | None = None) -> BuildInputs | None:
-    """The same figures as read_inputs, read with pyarrow from the local target's warehouse
-    folder (`<db>.db/<table>/`, Parquet) without starting Spark; None when a ledger table's
-    folder is missing or is a Delta table, so the caller asks Spark. Only a "nothing new"
-    answer is taken from here: starting the JVM would cost more than the whole check.
-    (pyarrow.parquet, not pyarrow.dataset: the latter imports pandas, seconds of the check.)"""
+_DELTA_COMMIT = re.compile(r"\d{20}\.json")
+
+
+def delta_log_versions(folders: list[Path]) -> dict[str, int] | None:
+    """Each Delta table folder's latest version (its newest commit file's number, as Delta's
+    protocol names them); None unless every folder is a Delta table with a commit."""
+    versions: dict[str, int] = {}
+    for folder in folders:
+        log = folder / "_delta_log"
+        if not log.is_dir():
+            return None
+        commits = [int(p.name[:20]) for p in log.iterdir() if _DELTA_COMMIT.fullmatch(p.name)]
+        if not commits:
+            return None
+        versions[f"{folder.parent.name}/{folder.name}"] = max(commits)
+    return versions
+
+
+def _ledger_folders(warehouse: Path, root: Path) -> list[Path]:
+    raw_db, ops_db = _databases(root)
+    return [
+        warehouse / f"{raw_db}.db" / LEDGER_TABLE,
+        *(warehouse / f"{ops_db}.db" / t for t in OPS_TABLES),
+    ]
+
+
+def read_inputs_from_files(
+    warehouse: Path, root: Path | None = None, last: dict[str, Any] | None = None
+) -> BuildInputs | None:
+    """The same figures as read_inputs, read from the local target's warehouse folder
+    (`<db>.db/<table>/`) without starting Spark; None when a ledger table's folder is missing,
+    so the caller asks Spark. Only a "nothing new" answer is taken from here: starting the JVM
+    would cost more than the whole check. Parquet ledgers are read with pyarrow (.parquet, not
+    .dataset: the latter imports pandas, seconds of the check). A Delta ledger's folder keeps
+    the files of deleted rows until a vacuum, so its figures come from Spark; but when every
+    ledger's log is at the version the `last` build recorded, nothing was written since, and
+    that build's figures still hold."""
     import pyarrow.parquet as pq
 
     root = root or project_root()
-    raw_db, ops_db = _databases(root)
-    ledger_dir = warehouse / f"{raw_db}.db" / LEDGER_TABLE
-    ops_dir = warehouse / f"{ops_db}.db"
-    folders = [ledger_dir, *(ops_dir / t for t in OPS_TABLES)]
+    folders = _ledger_folders(warehouse, root)
     if not all(f.is_dir() for f in folders):
         return None
-    # A Delta table's folder keeps the files of deleted rows until a vacuum: only its log says
-    # which files are live, so Spark answers for it.
     if any((f / "_delta_log").is_dir() for f in folders):
-        return None
+        versions = delta_log_versions(folders)
+        if not versions or last is None or last.get("delta_versions") != versions:
+            return None
+        return BuildInputs(
+            project=project_fingerprint(root),
+            datasets={d: list(v) for d, v in (last.get("datasets") or {}).items()},
+            ops={t: int(n) for t, n in (last.get("ops") or {}).items()},
+            delta_versions=versions,
+        )
+    ledger_dir, *ops_dirs = folders
     inputs = BuildInputs(project=project_fingerprint(root))
     per_dataset: dict[str, list[Any]] = {}
     for part in parquet_parts(ledger_dir):
@@ -188,9 +225,9 @@ def read_inputs_from_files(warehouse: Path, root: Path | None = None) -> BuildIn
             entry[0] += 1
             entry[1] = max(entry[1], str(batch))
     inputs.datasets = dict(sorted(per_dataset.items()))
-    for table_name in OPS_TABLES:
+    for table_name, folder in zip(OPS_TABLES, ops_dirs, strict=True):
         inputs.ops[table_name] = sum(
-            pq.ParquetFile(part).metadata.num_rows for part in parquet_parts(ops_dir / table_name)
+            pq.ParquetFile(part).metadata.num_rows for part in parquet_parts(folder)
         )
     return inputs
 
@@ -212,7 +249,9 @@ def load_state(target: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-def save_state(target: str, inputs: BuildInputs, dbt_args: list[str]) -> None:
+def save_state(
+    target: str, inputs: BuildInputs, dbt_args: list[str], built_at: str | None = None
+) -> None:
     path = _state_path()
     data: dict[str, Any] = {}
     if path.is_file():
@@ -222,7 +261,7 @@ def save_state(target: str, inputs: BuildInputs, dbt_args: list[str]) -> None:
         except (OSError, ValueError):
             data = {}
     data[target] = {
-        "built_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "built_at": built_at or datetime.now(UTC).replace(microsecond=0).isoformat(),
         "dbt_args": dbt_args,
         **asdict(inputs),
     }
@@ -308,31 +347,56 @@ def production_build(
     name = target_name(target)
     started = time.monotonic()
     inputs = read_inputs(engine)
-    args, reason, changed = plan_build(inputs, load_state(name), full_refresh)
+    inputs.delta_versions = _ledger_versions(name)
+    last = load_state(name)
+    args, reason, changed = plan_build(inputs, last, full_refresh)
     if args is None:
+        if last is not None and inputs.delta_versions != last.get("delta_versions"):
+            # Same figures at newer log versions: the next check can say so without Spark.
+            save_state(name, inputs, list(last.get("dbt_args") or []), last.get("built_at"))
         console.print(f"poisonwatch build: skipped, {reason}")
         return BuildResult(False, reason, [], changed, time.monotonic() - started, inputs)
     if not data_tests:
         args = without_data_tests(args)
     console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
     run_dbt(args, target=name)
+    # The store lock keeps other writers out, and a build writes no ledger row (its
+    # on-run-start hook only creates missing ledgers empty): the versions now go with the
+    # figures read before it.
+    inputs.delta_versions = _ledger_versions(name)
     save_state(name, inputs, args)
     return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
 
 
-def skip_without_spark(target: str | None = None) -> BuildResult | None:
-    """On the embedded default: when the ledgers' Parquet files show nothing new since the last
-    production build, say so and return the skipped result, without starting Spark; else None."""
+def _local_warehouse(name: str) -> Path | None:
+    """The warehouse folder of an embedded (`method: session`) target; None for others."""
     from poisonwatch.config import load_profile, spark_conf
 
-    name = target_name(target)
-    started = time.monotonic()
     warehouse = spark_conf(name).get("spark.sql.warehouse.dir")
     if load_profile(name).get("method") != "session" or not warehouse:
         return None
-    inputs = read_inputs_from_files(Path(warehouse))
+    return Path(warehouse)
+
+
+def _ledger_versions(name: str) -> dict[str, int]:
+    """The embedded store's Delta ledgers' log versions ({} elsewhere, or on Parquet)."""
+    warehouse = _local_warehouse(name)
+    if warehouse is None:
+        return {}
+    return delta_log_versions(_ledger_folders(warehouse, project_root())) or {}
+
+
+def skip_without_spark(target: str | None = None) -> BuildResult | None:
+    """On the embedded default: when the ledgers' files show nothing new since the last
+    production build, say so and return the skipped result, without starting Spark; else None."""
+    name = target_name(target)
+    started = time.monotonic()
+    warehouse = _local_warehouse(name)
     last = load_state(name)
-    if inputs is None or last is None:
+    if warehouse is None or last is None:
+        return None
+    inputs = read_inputs_from_files(warehouse, last=last)
+    if inputs is None:
         return None
     args, reason, changed = plan_build(inputs, last)
     if args is not None:
@@ -349,7 +413,7 @@ def run_build(
 ) -> BuildResult:
     """`poisonwatch build`: connect to the target and run `production_build` in that session.
 
-    On the embedded default the "nothing new" check reads the ledgers' Parquet files first, so a
+    On the embedded default the "nothing new" check reads the ledgers' files first, so a
     build with nothing to do starts no JVM; any change (or any doubt) goes through Spark.
     `first(engine)` runs before the build in the same session (`build --ingest`: the landing's
     ingest); then Spark starts whatever the ledgers say, and the build decides as usual."""

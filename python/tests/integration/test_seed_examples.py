@@ -99,6 +99,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
     build = pw(env, project, "build", "--ingest", str(tmp / "landing"))
     assert "0 row(s) written to raw.raw_rejects" in build.stdout, build.stdout[-3000:]
+    again = pw(env, project, "build")
     (tmp / "sql").mkdir()
     plan = pw(env, project, "plan", "--sql", str(tmp / "sql" / "fix.sql"), "--format", "json")
     actions = [json.loads(line) for line in plan.stdout.splitlines() if line.startswith("{")]
@@ -107,7 +108,13 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for server, path in re.findall(r"for server (\S+) to (\S+\.sql)", plan.stdout)
     }
     rows = run_py(QUERY_SCRIPT, {**env, "PW_QUERIES": json.dumps(QUERIES)})
-    return {"actions": actions, "scripts": scripts, **rows}
+    return {"actions": actions, "scripts": scripts, "build_again": again.stderr, **rows}
+
+
+def test_a_build_with_nothing_new_starts_no_spark(store: dict[str, Any]) -> None:
+    """On Delta ledgers too: the logs' versions are those the build recorded."""
+    assert "skipped, nothing new" in store["build_again"], store["build_again"][-2000:]
+    assert "(no Spark started)" in store["build_again"], store["build_again"][-2000:]
 
 
 def _actions(store: dict[str, Any], **match: Any) -> list[dict[str, Any]]:

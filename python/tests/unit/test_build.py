@@ -24,6 +24,7 @@ from poisonwatch.warehouse.build import (
     NOT_ON_DEMAND,
     PRODUCTION,
     BuildInputs,
+    delta_log_versions,
     load_state,
     plan_build,
     project_fingerprint,
@@ -176,6 +177,41 @@ def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) ->
     (project / "dbt_project.yml").write_text("vars: {raw_database: 'raw`; drop'}\n")
     with pytest.raises(PoisonwatchError, match="not an identifier"):
         read_inputs_from_files(warehouse, project)
+
+
+def test_delta_ledgers_at_the_recorded_versions_need_no_spark(tmp_path: Path) -> None:
+    """Delta ledgers: "nothing new" only when every ledger's log is at the version the last
+    build recorded; then that build's figures hold. Any other version, a missing log or no
+    record: ask Spark."""
+    project = tmp_path / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "dbt_project.yml").write_text("vars: {raw_database: raw, ops_database: ops}\n")
+    warehouse = tmp_path / "warehouse"
+    folders = [warehouse / "raw.db" / "ingested_files", warehouse / "ops.db" / "action_log"]
+    for folder in folders:
+        (folder / "_delta_log").mkdir(parents=True)
+        (folder / "_delta_log" / f"{0:020d}.json").write_text("{}")
+    (folders[0] / "_delta_log" / f"{7:020d}.json").write_text("{}")
+    (folders[0] / "_delta_log" / f"{7:020d}.checkpoint.parquet").write_text("")
+    (folders[0] / "_delta_log" / f"{9:020d}.json.tmp").write_text("")  # not a commit
+    versions = {"raw.db/ingested_files": 7, "ops.db/action_log": 0}
+    assert delta_log_versions(folders) == versions
+    last = {
+        "project": project_fingerprint(project),
+        "datasets": {"ssb_a": [2, "b2"]},
+        "ops": {"action_log": 2},
+        "delta_versions": versions,
+    }
+    inputs = read_inputs_from_files(warehouse, project, last=last)
+    assert inputs is not None
+    assert (inputs.datasets, inputs.ops) == ({"ssb_a": [2, "b2"]}, {"action_log": 2})
+    assert plan_build(inputs, last)[0] is None
+    assert read_inputs_from_files(warehouse, project) is None  # no record
+    (folders[1] / "_delta_log" / f"{1:020d}.json").write_text("{}")  # an apply since
+    assert read_inputs_from_files(warehouse, project, last=last) is None
+    shutil.rmtree(folders[1] / "_delta_log")
+    (folders[1] / "_delta_log").mkdir()
+    assert delta_log_versions(folders) is None  # a log with no commit yet
 
 
 def test_cli_build_with_nothing_new_starts_no_spark(
