@@ -20,6 +20,7 @@ from dbt.cli.main import dbtRunner
 from poisonwatch.config import home, project_root
 from poisonwatch.ingest.sql import sql_string
 from poisonwatch.warehouse.engine import connect
+from poisonwatch.warehouse.partitions import drop_partitions, table_provider
 from poisonwatch.warehouse.schemas import create_raw_tables
 
 root, store = str(project_root()), home()
@@ -34,10 +35,11 @@ def commit(engine, batch, dataset):
 # The batches' rows and ledger rows gone again: the store is shared with modules that ingest
 # and build.
 def forget(engine, dataset, batches):
-    for batch in batches:
-        engine.execute(
-            f"alter table raw.{dataset} drop if exists partition (_batch_id = {sql_string(batch)})"
-        )
+    drop_partitions(engine, f"`raw`.`{dataset}`", "_batch_id", batches)
+    if table_provider(engine, "`raw`.`ingested_files`") == "delta":
+        listed = ", ".join(sql_string(b) for b in batches)
+        engine.execute(f"delete from raw.ingested_files where _batch_id in ({listed})")
+        return
     ledger = engine.spark.table("raw.ingested_files")
     kept = [r for r in ledger.collect() if r["_batch_id"] not in batches]
     engine.spark.createDataFrame(kept, ledger.schema).write.insertInto(
