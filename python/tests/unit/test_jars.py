@@ -82,9 +82,9 @@ def test_missing_jars_are_named_before_spark_starts(
 
 def test_the_table_format_is_the_projects_var(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("POISONWATCH_FILE_FORMAT", raising=False)
-    assert config.table_format() == "parquet"
-    monkeypatch.setenv("POISONWATCH_FILE_FORMAT", "Delta")
     assert config.table_format() == "delta"
+    monkeypatch.setenv("POISONWATCH_FILE_FORMAT", "Parquet")
+    assert config.table_format() == "parquet"
     monkeypatch.setenv("POISONWATCH_FILE_FORMAT", "orc")
     with pytest.raises(config.PoisonwatchError, match="supports delta and parquet"):
         config.table_format()
