@@ -3,7 +3,7 @@
     listed column that holds nulls (column_name, null_row_count); the failure count is the
     number of null values. One node and one read of the table instead of one per column: on a
     build every test node costs a query, and a table that grows with history is read once.
-    Keys keep their own `unique` + `not_null`.
+    Keys have their own test, primary_key (unique and not null in one scan).
 -#}
 {% test not_null_columns(model, column_names) %}
     {{ config(fail_calc='coalesce(sum(null_row_count), 0)') }}
