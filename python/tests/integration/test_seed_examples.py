@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support import seed_scenarios as s
 from support.child_python import run_py
 
@@ -28,6 +29,23 @@ ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent / "poisonwatch"
 TIMEOUT = 1800
 
+
+def _declared_check_constraints() -> dict[str, set[str]]:
+    """Each mart's check constraint names, as models/marts/_*__models.yml declares them; the
+    backtests (tag on_demand) are not in the production build."""
+    declared: dict[str, set[str]] = {}
+    marts = ROOT / "models" / "marts"
+    for path in sorted(marts.glob("_*__models.yml")):
+        for model in yaml.safe_load(path.read_text(encoding="utf-8"))["models"]:
+            if "on_demand" in (marts / f"{model['name']}.sql").read_text(encoding="utf-8"):
+                continue
+            declared[model["name"]] = {
+                c["name"].lower() for c in model.get("constraints", []) if c["type"] == "check"
+            }
+    return declared
+
+
+CHECKS = _declared_check_constraints()
 QUERIES = {
     "poison_messages": (
         "select coalesce(conversation_handle, message_id), classification, reason, failure_count,"
@@ -57,7 +75,10 @@ QUERIES = {
         f"stg_service_broker__queue_snapshots where queue_name = '{s.SB001_QUEUE}'"
     ),
     "rejects": "select count(*) from raw.raw_rejects",
+    **{f"properties {m}": f"show tblproperties poisonwatch.{m}" for m in CHECKS},
 }
+# A row that breaks a mart's check constraint (an unknown broker kind): Delta must refuse it.
+BREAK = "update poisonwatch.poison_messages set broker_kind = 'websphere'"
 
 QUERY_SCRIPT = """
 import json, os
@@ -66,6 +87,11 @@ queries = json.loads(os.environ["PW_QUERIES"])
 with connect("local") as e:
     out = {k: [[None if v is None else v if isinstance(v, (bool, int)) else str(v) for v in r]
                for r in e.query(q)[1]] for k, q in queries.items()}
+    try:
+        e.execute(os.environ["PW_BREAK"])
+        out["break"] = "accepted"
+    except Exception as error:
+        out["break"] = str(error)[:3000]
 print("@@" + json.dumps(out))
 """
 
@@ -107,7 +133,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         server: Path(path).read_text(encoding="utf-8")
         for server, path in re.findall(r"for server (\S+) to (\S+\.sql)", plan.stdout)
     }
-    rows = run_py(QUERY_SCRIPT, {**env, "PW_QUERIES": json.dumps(QUERIES)})
+    rows = run_py(QUERY_SCRIPT, {**env, "PW_QUERIES": json.dumps(QUERIES), "PW_BREAK": BREAK})
     return {"actions": actions, "scripts": scripts, "build_again": again.stderr, **rows}
 
 
@@ -116,6 +142,18 @@ def test_a_build_with_nothing_new_starts_no_spark(store: dict[str, Any]) -> None
     said = " ".join(store["build_again"].split())  # rich wraps at the terminal width
     assert "skipped, nothing new" in said, said[-2000:]
     assert "(no Spark started)" in said, said[-2000:]
+
+
+def test_marts_carry_their_contracts_check_constraints(store: dict[str, Any]) -> None:
+    """Each mart's Delta table holds the check constraints its YAML names, and Delta enforces
+    them: written in the create statement (macros/utils/tblproperties_clause.sql)."""
+    assert len(CHECKS) == 8, sorted(CHECKS)
+    for mart, names in CHECKS.items():
+        keys = {k for k, _ in store[f"properties {mart}"]}
+        held = {k.removeprefix("delta.constraints.") for k in keys if "constraints." in k}
+        assert names and held == names, (mart, sorted(held), sorted(names))
+    assert "poison_messages_broker_kind_accepted" in store["break"], store["break"][:2000]
+    assert "DELTA_VIOLATE_CONSTRAINT" in store["break"], store["break"][:2000]
 
 
 def _actions(store: dict[str, Any], **match: Any) -> list[dict[str, Any]]:
