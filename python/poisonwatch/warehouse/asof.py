@@ -12,6 +12,7 @@ from typing import Any
 
 from poisonwatch.config import PoisonwatchError
 from poisonwatch.textsafe import sql_string
+from poisonwatch.warehouse.partitions import table_information
 
 
 def as_of_clause(text: str) -> str:
@@ -76,11 +77,10 @@ def _table_references(plan: Any) -> list[tuple[int, int, str]]:
     )
 
 
-def _check_delta(spark: Any, name: str) -> None:
-    if not spark.catalog.tableExists(name):
+def _check_delta(engine: Any, name: str) -> None:
+    if not engine.spark.catalog.tableExists(name):
         raise PoisonwatchError(f"--as-of: no table {name!r} in the warehouse")
-    rows = spark.sql(f"describe table extended {name}").collect()
-    info = {str(r[0]).strip().lower(): str(r[1]).strip() for r in rows}
+    info = table_information(engine, name)
     if info.get("type", "").lower() == "view":
         raise PoisonwatchError(
             f"--as-of: {name} is a view, and only tables keep their history; "
@@ -94,16 +94,17 @@ def _check_delta(spark: Any, name: str) -> None:
         )
 
 
-def with_as_of(spark: Any, statement: str, as_of: str) -> str:
-    """`statement` with `timestamp as of` after every table it reads (Delta tables only)."""
+def with_as_of(engine: Any, statement: str, as_of: str) -> str:
+    """`statement` with `timestamp as of` after every table it reads (Delta tables only), in
+    `engine`'s own Spark session (a LocalEngine)."""
     clause = as_of_clause(as_of)
-    parser = spark._jsparkSession.sessionState().sqlParser()
+    parser = engine.spark._jsparkSession.sessionState().sqlParser()
     plan = parser.parsePlan(statement)  # a syntax error is Spark's, raised as it words it
     references = _table_references(plan)
     if not references:
         raise PoisonwatchError("--as-of: the statement reads no table")
     for name in sorted({name for _, _, name in references}):
-        _check_delta(spark, name)
+        _check_delta(engine, name)
     out = statement
     for _start, stop, _name in sorted(references, reverse=True):
         out = f"{out[: stop + 1]} {clause}{out[stop + 1 :]}"

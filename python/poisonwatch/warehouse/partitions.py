@@ -17,13 +17,16 @@ from typing import Any
 from poisonwatch.textsafe import sql_string
 
 
-def table_provider(engine: Any, table: str) -> str:
-    """`delta`, `parquet`, … of `table` (quoted name), from `describe table extended`."""
+def table_information(engine: Any, table: str) -> dict[str, str]:
+    """`describe table extended` of `table` (quoted name) as lower-case names to values:
+    `type` (MANAGED, VIEW, …), `provider` (delta, parquet, …), `location`, …"""
     _, rows = engine.query(f"describe table extended {table}")
-    for row in rows:
-        if str(row[0]).strip().lower() == "provider":
-            return str(row[1]).strip().lower()
-    return ""
+    return {str(r[0]).strip().lower(): str(r[1]).strip() for r in rows if r[0] is not None}
+
+
+def table_provider(engine: Any, table: str) -> str:
+    """`delta`, `parquet`, … of `table` (quoted name)."""
+    return table_information(engine, table).get("provider", "").lower()
 
 
 def partition_values(engine: Any, table: str, column: str) -> list[str] | None:

@@ -115,7 +115,7 @@ def run_sql(
             if as_of is not None:
                 from poisonwatch.warehouse.asof import with_as_of
 
-                query = with_as_of(engine.spark, query, as_of)
+                query = with_as_of(engine, query, as_of)
             columns, rows = engine.query(query)
         except (PySparkException, Py4JJavaError) as exc:
             # The user's own statement failed: Spark's message, not a Python traceback.

@@ -14,6 +14,7 @@ SCRIPT = r"""
 import contextlib, datetime, io, json, time
 from poisonwatch.config import PoisonwatchError, spark_session
 from poisonwatch.warehouse.asof import with_as_of
+from poisonwatch.warehouse.engine import connect
 from poisonwatch.warehouse.sqlrun import run_sql
 
 spark = spark_session("local")
@@ -55,10 +56,13 @@ def refused(query, as_of):
         return str(exc)
     return None
 
+with connect("local") as engine:
+    rewritten = with_as_of(engine, QUERY, as_of)
+
 result = {
     "now": rows(QUERY),
     "then": rows(QUERY, as_of=as_of),
-    "rewritten": with_as_of(spark, QUERY, as_of),
+    "rewritten": rewritten,
     "view": refused("select * from poisonwatch.poison_view", as_of),
     "parquet": refused("select * from poisonwatch.plain", as_of),
     "bad_time": refused("select * from poisonwatch.poison_messages", "yesterday"),
