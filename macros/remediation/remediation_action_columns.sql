@@ -1,5 +1,5 @@
 {#-
-    The select list every remediation action family emits (models/intermediate/remediation):
+    The select list every remediation action family emits (models/marts/remediation):
     the 30 columns of the action contract, in order, that remediation_actions unions —
     action_id, then 29 typed columns. The contract is spelt here once. `provided` names the
     columns the family's CTE has; each is cast to its contract type, every other column is a

@@ -1,5 +1,5 @@
 -- One row per remediation action (docs/marts.md): the union of the action families
--- in models/intermediate/remediation, each emitting the column contract of the macro
+-- in models/marts/remediation, each emitting the column contract of the macro
 -- remediation_action_columns (statements built by the macros in macros/remediation from
 -- validated, quoted values; a row whose target fails validation keeps a null statement, a
 -- `review_reason`, and is never applied). `action_id` = sha2 of type, target keys and
