@@ -1,5 +1,5 @@
 {#-
-    The select list every alert family emits (models/marts/alerts): the alert contract,
+    The select list every alert family emits (models/marts/alerting): the alert contract,
     spelt here once. The subject and measure columns are shared by both grains; `grain` adds
     its time columns: 'point' (one evaluation of a rule at a point in data time: point_at,
     is_firing; unioned by int_alerts__queue_episodes) or 'alert' (one alert: first_seen_at,

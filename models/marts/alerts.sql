@@ -1,5 +1,5 @@
 -- One row per open or recently resolved alert: what needs a person now. The union
--- of the alert families in models/marts/alerts, each emitting the alert contract of
+-- of the alert families in models/marts/alerting, each emitting the alert contract of
 -- the macro alert_columns: every kind is evaluated at points in data time (queue snapshots;
 -- for breakers and failure groups their own times) against the clock int_alert_clock, never
 -- the wall clock, so the same data gives the same alerts. A resolved alert is kept for its
