@@ -85,10 +85,17 @@ def browse(broker: ActiveMQ, queue: str) -> list[Any]:
         return list(c.browse(queue))
 
 
-def _wait(what: str, cond: Any, timeout: float = 120) -> None:
+def _wait(what: str, cond: Any, timeout: float = 120, progress: Any = None) -> None:
+    """Wait for `cond`. With `progress`, fail only after `timeout` seconds in which its value
+    did not change: a loaded machine slows the broker's redeliveries, a hung one stops them."""
+    last = progress() if progress else None
     deadline = time.monotonic() + timeout
     while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if progress and (now := progress()) != last:
+            last, deadline = now, time.monotonic() + timeout
+        assert time.monotonic() < deadline, (
+            f"timed out waiting for {what}: nothing changed in {timeout:.0f} s (at {last})"
+        )
         time.sleep(0.5)
 
 
@@ -143,8 +150,16 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
         t.start()
         stops[queue] = stop
         threads.append(t)
+
+    def deliveries() -> int:
+        return sum(sum(r._seen.values()) for r in recorders.values())
+
     try:
-        _wait("orders dead-lettered", lambda: len(browse(broker, "DLQ.e2e.orders")) == N_ORDERS)
+        _wait(
+            "orders dead-lettered",
+            lambda: len(browse(broker, "DLQ.e2e.orders")) == N_ORDERS,
+            progress=deliveries,
+        )
         # billing and parking: stopped once every message was delivered 10 times
         for queue, n in (("e2e.billing", N_BILLING), ("e2e.parking", N_PARKING)):
             rec = recorders[queue]
@@ -153,10 +168,11 @@ def test_consumers_collect_and_marts_agree_with_the_broker(world: dict[str, Any]
                 lambda rec=rec, n=n: (
                     len(rec._seen) == n and min(rec._seen.values()) >= BILLING_DELIVERIES
                 ),
+                progress=deliveries,
             )
             stops[queue].set()
-        _wait("audit and payments done", lambda: not browse(broker, "e2e.audit"))
-        _wait("payments done", lambda: not browse(broker, "e2e.payments"))
+        _wait("audit done", lambda: not browse(broker, "e2e.audit"), progress=deliveries)
+        _wait("payments done", lambda: not browse(broker, "e2e.payments"), progress=deliveries)
     finally:
         for s in stops.values():
             s.set()
