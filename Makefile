@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 
 # Creates .venv, installs the package (editable) with every pinned dependency and writes the
 # class archive, once per change of pyproject.toml or of the archive's builder.
-$(STAMP): pyproject.toml python/poisonwatch/warehouse/class_archive.py python/poisonwatch/warehouse/jars.py
+$(STAMP): pyproject.toml python/poisonwatch/warehouse/class_archive.py python/poisonwatch/warehouse/jars.py python/poisonwatch/broker/artemis_dist.py
 	@command -v java >/dev/null || { echo "poisonwatch needs Java 17+ (e.g. apt-get install openjdk-17-jre-headless)" >&2; exit 1; }
 	@command -v mvn >/dev/null || { echo "poisonwatch needs Maven to fetch Delta Lake's jars (e.g. apt-get install maven)" >&2; exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml python/poisonwatch/warehouse/class_archive.py python/po
 	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
 	@# Delta Lake's jars, pinned in pyproject.toml, from Maven Central (needs mvn).
 	$(VENV)/bin/python -m poisonwatch.warehouse.jars
+	@# The ActiveMQ Artemis distribution the broker tests start, pinned likewise (needs mvn).
+	$(VENV)/bin/python -m poisonwatch.broker.artemis_dist
 	@# Spark's classes as a JVM class-data-sharing archive, which every later Spark start maps
 	@# instead of loading them. Without it Spark starts the usual way, so a failure here only
 	@# warns.
