@@ -312,12 +312,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "collect",
         help="browse a live ActiveMQ broker's queues and DLQs into landing files",
-        epilog="example: poisonwatch collect --broker stomp://127.0.0.1:61613 --ingest",
+        epilog="example: poisonwatch collect --broker stomp://127.0.0.1:61613 --ingest; "
+        "Artemis: --broker artemis://USER:PASSWORD@127.0.0.1:8161 (the console's port)",
     )
     p.add_argument(
         "--broker",
         required=True,
-        help="stomp://HOST:PORT[?name=B], stomp+ssl://HOST:PORT[?name=B] or a name in brokers.yml",
+        help="stomp://HOST:PORT[?name=B], stomp+ssl://HOST:PORT[?name=B], "
+        "artemis://[USER:PASSWORD@]HOST:PORT[?name=B] or a name in brokers.yml",
     )
     p.add_argument(
         "--ca-file",

@@ -1,5 +1,6 @@
 """`poisonwatch collect`: browse a live ActiveMQ Classic broker's queues (dead-letter queues
-included) into `jms_queue_snapshots` landing files, without consuming anything.
+included) into `jms_queue_snapshots` landing files, without consuming anything; an Artemis
+broker (`kind == "artemis"`) is browsed through its management API (broker/artemis.py).
 
 One file per queue and round, written to a temporary name and renamed when the queue's browse
 ended: a broker that goes away mid-run stops the run with a clear error, and every file already
@@ -19,11 +20,13 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 
+from poisonwatch.broker.artemis import JolokiaClient, browse_queues
 from poisonwatch.broker.client import (
     NO_LISTING,
     BrokerError,
@@ -184,26 +187,53 @@ def collect_once(
     snapshot_at = iso(now)
     stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
     for queue_name in choose_queues(target, patterns, listed):
-        final = folder / (
-            f"{_safe_file_part(target.name)}-{stamp}-{_safe_file_part(queue_name)}.jsonl"
-        )
-        tmp = final.with_name("." + final.name + ".tmp")
-        n = 0
-        try:
-            with tmp.open("w", encoding="utf-8") as fh:
-                for msg in client.browse(queue_name):
-                    fh.write(json.dumps(snapshot_row(target, msg, snapshot_at)) + "\n")
-                    n += 1
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        if n:
-            os.replace(tmp, final)
-            result.files.append(final)
-        else:
-            tmp.unlink()
-        result.messages += n
-        result.per_queue[queue_name] = result.per_queue.get(queue_name, 0) + n
+        rows = (snapshot_row(target, msg, snapshot_at) for msg in client.browse(queue_name))
+        write_queue_file(folder, target.name, stamp, queue_name, rows, result)
+    result.rounds += 1
+
+
+def write_queue_file(
+    folder: Path,
+    broker_name: str,
+    stamp: str,
+    queue_name: str,
+    rows: Iterable[dict[str, object]],
+    result: CollectResult,
+) -> None:
+    """One queue's records under a temporary name, renamed when complete (no file when empty):
+    a browse that fails half-way leaves nothing behind."""
+    final = folder / f"{_safe_file_part(broker_name)}-{stamp}-{_safe_file_part(queue_name)}.jsonl"
+    tmp = final.with_name("." + final.name + ".tmp")
+    n = 0
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for row in rows:
+                fh.write(json.dumps(row) + "\n")
+                n += 1
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if n:
+        os.replace(tmp, final)
+        result.files.append(final)
+    else:
+        tmp.unlink()
+    result.messages += n
+    result.per_queue[queue_name] = result.per_queue.get(queue_name, 0) + n
+
+
+def collect_artemis_once(
+    client: JolokiaClient, patterns: list[str], out: Path, result: CollectResult
+) -> None:
+    """One round against Artemis: the same files, through its management API."""
+    folder = out / DATASET
+    folder.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.UTC)
+    stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
+    result.listed = True
+    rounds = browse_queues(client, result.broker_name, patterns, iso(now), result.skipped)
+    for queue, rows in rounds:
+        write_queue_file(folder, result.broker_name, stamp, queue.name, rows, result)
     result.rounds += 1
 
 
@@ -220,6 +250,8 @@ def collect(
     console = console or Console(stderr=True)
     out = out or home() / "landing"
     result = CollectResult(broker_name=target.name)
+    if target.kind == "artemis":
+        return _collect_artemis(target, patterns, out, every, count, console, result)
     client = StompClient(target)
     try:
         client.connect()
@@ -233,6 +265,30 @@ def collect(
         console.print(f"[red]collect stopped:[/red] {terminal(str(exc))}")
     finally:
         client.close()
+    return result
+
+
+def _collect_artemis(
+    target: BrokerTarget,
+    patterns: list[str],
+    out: Path,
+    every: float | None,
+    count: int,
+    console: Console,
+    result: CollectResult,
+) -> CollectResult:
+    client = JolokiaClient(target)
+    try:
+        if not target.named:
+            result.broker_name = client.broker_name()
+        for i in range(max(count, 1)):
+            started = time.monotonic()
+            collect_artemis_once(client, patterns, out, result)
+            if i + 1 < count and every:
+                time.sleep(max(0.0, every - (time.monotonic() - started)))
+    except BrokerError as exc:
+        result.error = str(exc)
+        console.print(f"[red]collect stopped:[/red] {terminal(str(exc))}")
     return result
 
 

@@ -11,12 +11,22 @@ brokers:
   secure-broker:
     url: stomp+ssl://mq2.example.com:61612
     ca_file: /etc/poisonwatch/mq-ca.pem  # optional: the CA that signed the broker's certificate
+  artemis-broker:
+    kind: artemis                    # ActiveMQ Artemis, through its management API (Jolokia)
+    url: http://mq3.example.com:8161 # or https://, or artemis://HOST:PORT (the console's port)
+    user: poisonwatch
+    password_env: ARTEMIS_PASSWORD
 ```
 
 A URL is `stomp://[user:password@]host:port[?name=BROKER_NAME&dlq_prefix=DLQ.]`; without
 `name`, the broker name is `host:port`. `stomp+ssl://` is STOMP over TLS with the broker's
 certificate and host name verified, against `ca_file` (brokers.yml, `?ca_file=` in the URL or
 `collect --ca-file`) or else the system's trusted CAs; there is no way to skip verification.
+
+An ActiveMQ Artemis broker is `artemis://[user:password@]host:port[?name=BROKER_NAME]`, where
+port is the web console's (Jolokia is served under `/console/jolokia`), or in brokers.yml
+`kind: artemis` with an `http://`, `https://` or `artemis://` URL. Without `name`, the broker
+name is the one Artemis reports. Only `collect` talks to Artemis so far.
 """
 
 from __future__ import annotations
@@ -43,6 +53,17 @@ class BrokerTarget:
     shared_dlq: str = "ActiveMQ.DLQ"
     tls: bool = False
     ca_file: str | None = None
+    # "classic" (STOMP) or "artemis" (Jolokia over HTTP at `jolokia_path`).
+    kind: str = "classic"
+    jolokia_path: str = ""
+    # Whether `name` was given (an Artemis broker otherwise reports its own).
+    named: bool = True
+
+    @property
+    def jolokia_url(self) -> str:
+        """The Jolokia endpoint, without credentials (safe to print)."""
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{_host_port(self.host, self.port)}{self.jolokia_path}"
 
     def dlq_for(self, queue_name: str) -> str:
         """The dead-letter queue the broker itself uses for `queue_name`."""
@@ -55,9 +76,63 @@ class BrokerTarget:
 
 
 SCHEMES = {"stomp": 61613, "stomp+ssl": 61612}
+ARTEMIS_SCHEMES = {"artemis": 8161, "http": 8161, "https": 8443}
+JOLOKIA_PATH = "/console/jolokia"
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def parse_artemis_url(url: str, name: str | None = None) -> BrokerTarget:
+    """`artemis://`, `http://` or `https://[user:password@]host:port[/path][?name=B]`; the
+    path defaults to Artemis' own `/console/jolokia`."""
+    parts = urlsplit(url)
+    if parts.scheme not in ARTEMIS_SCHEMES or not parts.hostname:
+        raise PoisonwatchError(
+            "an Artemis broker URL must look like artemis://HOST:PORT (the web console's port) "
+            f"or http(s)://HOST:PORT, got {_without_password(url)!r}"
+        )
+    try:
+        port = parts.port or ARTEMIS_SCHEMES[parts.scheme]
+    except ValueError as exc:
+        raise PoisonwatchError(f"broker URL {_without_password(url)!r}: bad port") from exc
+    query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    path = parts.path.rstrip("/")
+    if parts.scheme == "artemis" and path:
+        raise PoisonwatchError(
+            f"broker URL {_without_password(url)!r}: artemis:// takes no path (use http://)"
+        )
+    given = name or query.get("name")
+    return BrokerTarget(
+        name=given or _host_port(parts.hostname, port),
+        host=parts.hostname,
+        port=port,
+        user=unquote(parts.username) if parts.username else None,
+        password=unquote(parts.password) if parts.password else None,
+        dlq_prefix=query.get("dlq_prefix", "DLQ."),
+        shared_dlq=query.get("shared_dlq", "DLQ"),
+        tls=parts.scheme == "https",
+        ca_file=_ca_file(query.get("ca_file"), _without_password(url)),
+        kind="artemis",
+        jolokia_path=path or JOLOKIA_PATH,
+        named=bool(given),
+    )
+
+
+def _without_password(url: str) -> str:
+    """`url` with the password of its user part replaced, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
 
 
 def parse_broker_url(url: str, name: str | None = None) -> BrokerTarget:
+    if url.startswith("artemis://"):
+        return parse_artemis_url(url, name)
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES or not parts.hostname:
         raise PoisonwatchError(
@@ -126,22 +201,29 @@ def load_profiles(path: Path | None = None) -> dict[str, BrokerTarget]:
 def _target_from_entry(path: Path, name: str, entry: Any) -> BrokerTarget:
     if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
         raise PoisonwatchError(f"{path}: broker {name!r} needs a `url: stomp://HOST:PORT`")
-    target = parse_broker_url(entry["url"], name=name)
+    kind = str(entry.get("kind", "classic"))
+    if kind not in ("classic", "artemis"):
+        raise PoisonwatchError(
+            f"{path}: broker {name!r}: kind {kind!r} is not `classic` or `artemis`"
+        )
+    if kind == "artemis":
+        target = parse_artemis_url(entry["url"], name=name)
+    elif entry["url"].startswith("artemis://"):
+        raise PoisonwatchError(f"{path}: broker {name!r}: an artemis:// URL needs kind: artemis")
+    else:
+        target = parse_broker_url(entry["url"], name=name)
     password = target.password
     if entry.get("password_env"):
         var = str(entry["password_env"])
         if var not in os.environ:
             raise PoisonwatchError(f"{path}: broker {name!r}: ${var} is not set")
         password = os.environ[var]
-    return BrokerTarget(
-        name=name,
-        host=target.host,
-        port=target.port,
+    return replace(
+        target,
         user=str(entry["user"]) if entry.get("user") is not None else target.user,
         password=password,
         dlq_prefix=str(entry.get("dlq_prefix", target.dlq_prefix)),
         shared_dlq=str(entry.get("shared_dlq", target.shared_dlq)),
-        tls=target.tls,
         ca_file=(
             _ca_file(str(entry["ca_file"]), f"{path}: broker {name!r}")
             if entry.get("ca_file")
@@ -151,8 +233,8 @@ def _target_from_entry(path: Path, name: str, entry: Any) -> BrokerTarget:
 
 
 def resolve_broker(spec: str) -> BrokerTarget:
-    """`spec` is a stomp:// or stomp+ssl:// URL or a broker name from brokers.yml."""
-    if spec.startswith(("stomp://", "stomp+ssl://")):
+    """`spec` is a stomp://, stomp+ssl:// or artemis:// URL or a broker name from brokers.yml."""
+    if spec.startswith(("stomp://", "stomp+ssl://", "artemis://")):
         return parse_broker_url(spec)
     profiles = load_profiles()
     if spec not in profiles:
@@ -162,9 +244,14 @@ def resolve_broker(spec: str) -> BrokerTarget:
 
 
 def live_brokers(explicit: list[str] | None = None) -> dict[str, BrokerTarget]:
-    """Brokers with a connection: brokers.yml plus any `--broker` given (by broker name)."""
-    out = dict(load_profiles())
+    """Brokers with a connection: brokers.yml plus any `--broker` given (by broker name).
+    Artemis brokers are left out: `apply` runs its actions over STOMP, on Classic only."""
+    out = {n: t for n, t in load_profiles().items() if t.kind == "classic"}
     for spec in explicit or []:
         target = resolve_broker(spec)
+        if target.kind != "classic":
+            raise PoisonwatchError(
+                f"broker {target.name}: apply runs actions on ActiveMQ Classic (stomp://) only"
+            )
         out[target.name] = target
     return out
