@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from poisonwatch.broker.client import BrokerError, BrokerGoneError, queue_name_problem
+from poisonwatch.broker.landing import BODY_ENCODING_PROPERTY, COLUMNS, _millis
 from poisonwatch.broker.profiles import BrokerTarget
 
 DOMAIN = "org.apache.activemq.artemis"
@@ -256,8 +257,6 @@ def _properties(msg: dict[str, Any]) -> dict[str, str]:
 
 
 def _body(msg: dict[str, Any], props: dict[str, str]) -> str | None:
-    from poisonwatch.broker.collect import BODY_ENCODING_PROPERTY
-
     text = msg.get("text")
     if isinstance(text, str):
         return text
@@ -287,8 +286,6 @@ def snapshot_row(
     max_attempts: dict[str, int | None],
 ) -> dict[str, object]:
     """One `jms_queue_snapshots` record for a message of Artemis' browse()."""
-    from poisonwatch.broker.collect import COLUMNS, _millis
-
     props = _properties(msg)
     body = _body(msg, props)
     if "redelivered" in msg:

@@ -36,30 +36,16 @@ from poisonwatch.broker.client import (
     list_queues_apart,
     queue_name_problem,
 )
+from poisonwatch.broker.landing import (
+    BODY_ENCODING_PROPERTY,
+    COLUMNS,
+    DATASET,
+    _millis,
+    iso,
+)
 from poisonwatch.broker.profiles import BrokerTarget
 from poisonwatch.config import PoisonwatchError, home
 from poisonwatch.textsafe import terminal
-
-DATASET = "jms_queue_snapshots"
-# The landing contract's columns, in order (poisonwatch/schemas.py).
-COLUMNS = (
-    "snapshot_at",
-    "broker_name",
-    "address",
-    "queue_name",
-    "message_id",
-    "enqueued_at",
-    "delivery_count",
-    "priority",
-    "group_id",
-    "orig_address",
-    "orig_queue",
-    "message_type",
-    "body",
-    "properties",
-)
-# Set in `properties` when `body` holds base64 because the body is not UTF-8 text.
-BODY_ENCODING_PROPERTY = "poisonwatch_body_encoding"
 
 
 @dataclass
@@ -73,20 +59,6 @@ class CollectResult:
     error: str | None = None
     # Listed or named queues not browsed: their names do not name exactly one queue.
     skipped: dict[str, str] = field(default_factory=dict)
-
-
-def iso(ts: dt.datetime) -> str:
-    return ts.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def _millis(value: str | None) -> str | None:
-    try:
-        ms = int(value or "")
-    except ValueError:
-        return None
-    if ms <= 0:
-        return None
-    return iso(dt.datetime.fromtimestamp(ms / 1000, dt.UTC))
 
 
 def _int(value: str | None) -> int | None:
