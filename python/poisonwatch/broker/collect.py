@@ -260,7 +260,8 @@ def _collect_artemis(
                 time.sleep(max(0.0, every - (time.monotonic() - started)))
     except BrokerError as exc:
         result.error = str(exc)
-        console.print(f"[red]collect stopped:[/red] {terminal(str(exc))}")
+        # One line however long the URL: the terminal may wrap it, rich does not break it.
+        console.print(f"[red]collect stopped:[/red] {terminal(str(exc))}", soft_wrap=True)
     return result
 
 
