@@ -30,10 +30,19 @@ _why = ensure_artemis()
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
 ATTEMPTS = 10
+SHORT_ATTEMPTS = 2
 broker = broker_fixture(
     default=AddressSetting(
         max_delivery_attempts=ATTEMPTS, redelivery_delay_ms=20, max_redelivery_delay_ms=100
-    )
+    ),
+    overrides={
+        "short.#": AddressSetting(
+            max_delivery_attempts=SHORT_ATTEMPTS,
+            redelivery_delay_ms=20,
+            redelivery_multiplier=2.0,
+            max_redelivery_delay_ms=100,
+        )
+    },
 )
 
 
@@ -198,3 +207,23 @@ def test_a_wrong_password_is_one_line_without_the_password(broker: Artemis, tmp_
     assert wrong not in result.error and broker.password not in result.error
     assert "refused" in result.error
     assert not result.files
+
+
+def test_a_per_address_override_dead_letters_sooner(broker: Artemis, tmp_path: Path) -> None:
+    _send(broker, "short.q", [("short-poison", {"kind": "poison"})])
+    assert _fail(broker, "short.q", f"kind = {selector_string('poison')}") == SHORT_ATTEMPTS
+    result = collect(parse_broker_url(broker.url), ["short.*"], out=tmp_path)
+    assert result.error is None, result.error
+    rows = [
+        json.loads(line)
+        for f in sorted((tmp_path / DATASET).glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
+    (row,) = [r for r in rows if r["queue_name"] == "DLQ.short.q"]
+    assert (row["orig_address"], row["orig_queue"], row["body"]) == (
+        "short.q",
+        "short.q",
+        "short-poison",
+    )
+    assert json.loads(row["properties"])[MAX_ATTEMPTS_PROPERTY] == str(SHORT_ATTEMPTS)
+    assert not [r for r in rows if r["queue_name"] == "short.q"]
