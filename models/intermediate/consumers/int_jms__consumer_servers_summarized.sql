@@ -14,7 +14,7 @@
 -- into its list of consumers: servers, first and last attempt.
 
 {#-
-    Incremental like int_message_failures_accumulated: a run rebuilds only the partitions of
+    Incremental like int_messages_classified: a run rebuilds only the partitions of
     int_receive_attempts_sequenced rewritten since its last run. As one row per consumer it
     would aggregate every JMS attempt of history on each run for a handful of rows, since Spark
     cannot overwrite an unpartitioned Parquet table it reads in the same statement.

@@ -14,7 +14,7 @@
 -- committed (stg_ops__ended_conversations), to answer "has this conversation ended?".
 
 {#-
-    Incremental like int_message_failures_accumulated: a run rebuilds only the partitions of
+    Incremental like int_messages_classified: a run rebuilds only the partitions of
     int_receive_attempts_sequenced rewritten since its last run, from their attempts alone. A
     conversation's messages can live in several partitions (each message in the one of its
     first attempt), so it can have a row in each; their earliest is the conversation's end.
@@ -42,7 +42,8 @@ final as (
     group by server_name, database_name, conversation_handle, message_partition
 )
 
-{# rebalance: each partition written by one task, as int_message_failures_accumulated. #}
+{# rebalance: each partition written by one task (AQE splits a big one), not a file from
+    every task: fewer files to write and read. #}
 select /*+ rebalance(message_partition) */
     server_name,
     database_name,

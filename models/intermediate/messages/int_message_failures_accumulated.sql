@@ -1,13 +1,4 @@
-{{
-    config(
-        materialized='incremental',
-        incremental_strategy='insert_overwrite',
-        partition_by=['message_partition'],
-        meta={'tests_check_latest': 'sequenced_at'},
-        post_hook="{{ record_resequenced_watermark() }}",
-        tags=['on_demand'],
-    )
-}}
+{{ config(materialized='table', tags=['on_demand']) }}
 
 -- One row per message with at least one failure: its failures in order, each with the
 -- counts the classification ladder reads as they stood right after it (failures, validation
@@ -16,18 +7,14 @@
 -- candidate says poison is where it would have decided.
 
 {#-
-    Incremental like int_messages_classified: a run rebuilds only the partitions of
-    int_receive_attempts_sequenced rewritten since its last run (they hold every attempt of
-    every message a new attempt touched). Its size is one row per failed message; the arrays
-    hold one small struct per failure.
     Read only by policy_backtest, a question asked on demand: tagged like it, so that the
     production build after each ingest leaves it out (selectors.yml) and `poisonwatch
-    backtest` builds it. Its watermark (record_resequenced_watermark) is its own, so that
-    build takes every partition sequenced since it last ran, however many ingests ago.
+    backtest` builds it. A table, rebuilt whole by each backtest: partitioned like the
+    sequenced attempts, an incremental copy would keep partitions a full refresh of theirs
+    no longer has, and dropping it from their hook would be a model touching another's table.
 #}
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
-    {{ resequenced_partitions_filter(is_incremental()) }}
 ),
 
 successes as (
@@ -115,6 +102,4 @@ final as (
         on collected.message_key = successes.message_key
 )
 
-{# rebalance: each partition written by one task (AQE splits a big one), not a file from
-    every task: fewer files to write and read. #}
-select /*+ rebalance(message_partition) */ * from final
+select * from final

@@ -8,7 +8,6 @@
             'tests_check_latest': 'sequenced_at',
         },
         pre_hook=[
-            "{{ drop_on_demand_dependents() }}",
             "{{ record_batch_watermark('pending') }}",
             "{{ record_latest_value('sequenced_at', 'pending') }}",
         ],
