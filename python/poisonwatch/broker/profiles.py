@@ -136,12 +136,13 @@ def parse_broker_url(url: str, name: str | None = None) -> BrokerTarget:
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES or not parts.hostname:
         raise PoisonwatchError(
-            f"broker URL must look like stomp://HOST:PORT or stomp+ssl://HOST:PORT, got {url!r}"
+            "broker URL must look like stomp://HOST:PORT or stomp+ssl://HOST:PORT, "
+            f"got {_without_password(url)!r}"
         )
     try:
         port = parts.port or SCHEMES[parts.scheme]
     except ValueError as exc:
-        raise PoisonwatchError(f"broker URL {url!r}: bad port") from exc
+        raise PoisonwatchError(f"broker URL {_without_password(url)!r}: bad port") from exc
     query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
     return BrokerTarget(
         name=name or query.get("name") or f"{parts.hostname}:{port}",

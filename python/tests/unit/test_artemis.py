@@ -56,6 +56,16 @@ def test_artemis_url_defaults_and_refusals() -> None:
         parse_broker_url("artemis://h:1/console")
 
 
+def test_a_refused_stomp_url_keeps_its_password_out_of_the_message() -> None:
+    for url, words in (
+        ("stomp://u:topsecret@h:99999", "bad port"),
+        ("stomps://u:topsecret@h:61613", "must look like"),
+    ):
+        with pytest.raises(PoisonwatchError, match=words) as exc:
+            parse_broker_url(url)
+        assert "topsecret" not in str(exc.value) and "u:***@h" in str(exc.value)
+
+
 def test_stomp_urls_are_unchanged() -> None:
     t = parse_broker_url("stomp://u:p@127.0.0.1:61613?name=c")
     assert (t.kind, t.name, t.port, t.user, t.password, t.shared_dlq) == (
