@@ -83,8 +83,8 @@ CASES.update(
         ),
     }
 )
-# tests/generic/relationships.sql: dbt's relationships, with the parent read only in the
-# child's partitions when partition_column is given. Child keys a (partition p1), b (p2),
+# tests/generic/relationships_in_partitions.sql: dbt's relationships with the parent read only
+# in the child's partitions, beside dbt's built-in test. Child keys a (partition p1), b (p2),
 # c (it's;--), d (p1); the parent holds a and b in their partitions, c in the partition with
 # the quote, and d only in another partition (p9): d moved, which the partitioned test reports
 # and dbt's plain test cannot see; e is missing from the parent altogether.
@@ -99,14 +99,16 @@ REL_PARENT = (
 REL_CHILD_E = REL_CHILD.replace("(null, 'p1')", "('e', 'p2')")
 for name, child, partition in (
     ("rel_parts", REL_CHILD, "'p'"),
-    ("rel_plain", REL_CHILD, "none"),
+    ("rel_plain", REL_CHILD, None),
     ("rel_parts_missing", REL_CHILD_E, "'p'"),
-    ("rel_plain_missing", REL_CHILD_E, "none"),
+    ("rel_plain_missing", REL_CHILD_E, None),
     ("rel_parts_empty", "(select * from values ('a', 'p1') as t(k, p) where k = 'z')", "'p'"),
     ("rel_parts_injected", REL_CHILD, '"p\'--"'),
 ):
     CASES[name] = (
-        f'{{{{ test_relationships("{child}", "k", "{REL_PARENT}", "k", '
+        f'{{{{ test_relationships("{child}", "k", "{REL_PARENT}", "k") }}}}'
+        if partition is None
+        else f'{{{{ test_relationships_in_partitions("{child}", "k", "{REL_PARENT}", "k", '
         f"partition_column={partition}) }}}}"
     )
 # macros/utils/is_identifier.sql, the check every macro makes before it writes a name it was
@@ -200,8 +202,9 @@ with connect("local") as e:
             chain = (ex, ex.__cause__, ex.__context__)
             out[name] = {"error": " | ".join(str(x) for x in chain if x)}
             continue
-        cols, rows = e.query(res.result.results[0].node.compiled_code)
-        out[name] = {"columns": cols, "rows": sorted([list(r) for r in rows])}
+        sql = res.result.results[0].node.compiled_code
+        cols, rows = e.query(sql)
+        out[name] = {"columns": cols, "rows": sorted([list(r) for r in rows]), "sql": sql}
 print("@@" + json.dumps(out))
 """
 
@@ -333,3 +336,5 @@ def test_relationships_reads_the_parent_in_the_childs_partitions_only(
     assert results["rel_plain_missing"]["rows"] == [["e"]]
     assert results["rel_parts_empty"]["rows"] == []
     assert "partition_column must be one column name" in results["rel_parts_injected"]["error"]
+    # The parent is read through a semi-join on the partitions, not a list found beforehand.
+    assert " in (select child.from_partition from child)" in results["rel_parts"]["sql"]

@@ -137,7 +137,7 @@ SCOPED_TESTS = frozenset(
         "primary_key_int_service_broker__queue_hours_summarized_queue_key__attempt_partition",
         "primary_key_int_service_broker__queue_rollback_runs_attempt_key",
         "relationships_consumer_circuit_breakers_consumer_id__consumer_id__ref_int_jms__consumer_servers_summarized_",
-        "relationships_int_messages_classified_message_key__message_key__message_partition__ref_int_receive_attempts_sequenced_",
+        "relationships_in_partitions_int_messages_classified_message_key__message_key__message_partition__ref_int_receive_attempts_sequenced_",
     }
 )
 
