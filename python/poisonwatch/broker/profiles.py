@@ -35,7 +35,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from poisonwatch.config import PoisonwatchError, home
 
@@ -84,20 +84,30 @@ def _host_port(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def _split_url(
+    url: str, schemes: dict[str, int], shape: str
+) -> tuple[SplitResult, int, dict[str, str]]:
+    """`url`'s parts, port (the scheme's default when none) and query; an error that names
+    the URL without its password when the scheme, host or port is wrong."""
+    parts = urlsplit(url)
+    if parts.scheme not in schemes or not parts.hostname:
+        raise PoisonwatchError(f"{shape}, got {_without_password(url)!r}")
+    try:
+        port = parts.port or schemes[parts.scheme]
+    except ValueError as exc:
+        raise PoisonwatchError(f"broker URL {_without_password(url)!r}: bad port") from exc
+    return parts, port, {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+
+
 def parse_artemis_url(url: str, name: str | None = None) -> BrokerTarget:
     """`artemis://`, `http://` or `https://[user:password@]host:port[/path][?name=B]`; the
     path defaults to Artemis' own `/console/jolokia`."""
-    parts = urlsplit(url)
-    if parts.scheme not in ARTEMIS_SCHEMES or not parts.hostname:
-        raise PoisonwatchError(
-            "an Artemis broker URL must look like artemis://HOST:PORT (the web console's port) "
-            f"or http(s)://HOST:PORT, got {_without_password(url)!r}"
-        )
-    try:
-        port = parts.port or ARTEMIS_SCHEMES[parts.scheme]
-    except ValueError as exc:
-        raise PoisonwatchError(f"broker URL {_without_password(url)!r}: bad port") from exc
-    query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    parts, port, query = _split_url(
+        url,
+        ARTEMIS_SCHEMES,
+        "an Artemis broker URL must look like artemis://HOST:PORT (the web console's port) "
+        "or http(s)://HOST:PORT",
+    )
     path = parts.path.rstrip("/")
     if parts.scheme == "artemis" and path:
         raise PoisonwatchError(
@@ -133,17 +143,9 @@ def _without_password(url: str) -> str:
 def parse_broker_url(url: str, name: str | None = None) -> BrokerTarget:
     if url.startswith("artemis://"):
         return parse_artemis_url(url, name)
-    parts = urlsplit(url)
-    if parts.scheme not in SCHEMES or not parts.hostname:
-        raise PoisonwatchError(
-            "broker URL must look like stomp://HOST:PORT or stomp+ssl://HOST:PORT, "
-            f"got {_without_password(url)!r}"
-        )
-    try:
-        port = parts.port or SCHEMES[parts.scheme]
-    except ValueError as exc:
-        raise PoisonwatchError(f"broker URL {_without_password(url)!r}: bad port") from exc
-    query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+    parts, port, query = _split_url(
+        url, SCHEMES, "broker URL must look like stomp://HOST:PORT or stomp+ssl://HOST:PORT"
+    )
     return BrokerTarget(
         name=name or query.get("name") or f"{parts.hostname}:{port}",
         host=parts.hostname,
@@ -153,7 +155,7 @@ def parse_broker_url(url: str, name: str | None = None) -> BrokerTarget:
         dlq_prefix=query.get("dlq_prefix", "DLQ."),
         shared_dlq=query.get("shared_dlq", "ActiveMQ.DLQ"),
         tls=parts.scheme == "stomp+ssl",
-        ca_file=_ca_file(query.get("ca_file"), url),
+        ca_file=_ca_file(query.get("ca_file"), _without_password(url)),
     )
 
 
