@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
-import subprocess
 import sys
 import tempfile
 import tomllib
@@ -21,6 +19,7 @@ import zipfile
 from pathlib import Path
 
 from poisonwatch.config import PoisonwatchError, project_root
+from poisonwatch.warehouse.jars import install_folder, maven, run_maven
 
 STAMP = "artemis.json"
 FOLDER_ENV = "POISONWATCH_ARTEMIS_DIR"
@@ -85,35 +84,19 @@ def fetch_artemis(folder: Path | None = None) -> Path:
     home = installed_home(folder, artifact)
     if home is not None:
         return home
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise PoisonwatchError(
-            "poisonwatch needs Maven (`mvn`, e.g. apt-get install maven) to fetch ActiveMQ "
-            f"Artemis ({artifact}) from Maven Central"
-        )
+    mvn = maven(f"ActiveMQ Artemis ({artifact})")
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="poisonwatch-artemis-", dir=folder.parent) as tmp:
         work = Path(tmp)
-        run = subprocess.run(
-            [
-                mvn,
-                "-B",
-                "-q",
-                "dependency:copy",
-                f"-Dartifact={artifact}",
-                f"-DoutputDirectory={work / 'zip'}",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=work,
+        run_maven(
+            mvn,
+            ["dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={work / 'zip'}"],
+            work,
+            artifact,
         )
         zips = sorted((work / "zip").glob("*.zip"))
-        if run.returncode != 0 or len(zips) != 1:
-            tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-15:])
-            raise PoisonwatchError(
-                f"mvn could not fetch {artifact} from Maven Central (is it reachable? a proxy "
-                f"goes in ~/.m2/settings.xml):\n{tail}"
-            )
+        if len(zips) != 1:
+            raise PoisonwatchError(f"mvn fetched {len(zips)} zip files for {artifact}, not one")
         staged = work / "staged"
         staged.mkdir()
         _unzip(zips[0], staged)
@@ -122,10 +105,7 @@ def fetch_artemis(folder: Path | None = None) -> Path:
             raise PoisonwatchError(f"{zips[0].name} has no single folder with bin/artemis")
         stamp = {"artifact": artifact, "home": homes[0].name}
         (staged / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
-        # The old folder is moved into the temporary one, which takes it away on exit.
-        if folder.exists():
-            folder.rename(work / "old")
-        staged.rename(folder)
+        install_folder(staged, folder)
     return folder / homes[0].name
 
 

@@ -69,43 +69,60 @@ def jars_present(folder: Path | None = None, spec: dict[str, list[str]] | None =
     return stamp.get("spec") == wanted and all((folder / n).is_file() for n in stamp["jars"])
 
 
+def maven(what: str) -> str:
+    """The `mvn` on PATH; without one, an error naming `what` it was needed for."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise PoisonwatchError(
+            f"poisonwatch needs Maven (`mvn`, e.g. apt-get install maven) to fetch {what} "
+            "from Maven Central"
+        )
+    return mvn
+
+
+def run_maven(mvn: str, args: list[str], cwd: Path, what: str) -> None:
+    """`mvn -B -q ARGS` in `cwd`; when it fails, an error with Maven's last lines."""
+    run = subprocess.run([mvn, "-B", "-q", *args], capture_output=True, text=True, cwd=cwd)
+    if run.returncode != 0:
+        tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-15:])
+        raise PoisonwatchError(
+            f"mvn could not fetch {what} from Maven Central (is it reachable? a proxy goes in "
+            f"~/.m2/settings.xml):\n{tail}"
+        )
+
+
+def install_folder(staged: Path, folder: Path) -> None:
+    """`staged` becomes `folder`. An existing `folder` is first moved beside `staged`, into
+    the temporary folder that holds it and takes it away on exit."""
+    if folder.exists():
+        folder.rename(staged.parent / "old")
+    staged.rename(folder)
+
+
 def fetch_jars(folder: Path | None = None) -> list[str]:
     """Fetch the pinned jars into `folder` unless they are there; returns the jar names."""
     folder = folder or jar_folder()
     spec = jar_spec()
     if jars_present(folder, spec):
         return json.loads((folder / STAMP).read_text())["jars"]
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise PoisonwatchError(
-            "poisonwatch needs Maven (`mvn`, e.g. apt-get install maven) to fetch Delta Lake's "
-            f"jars ({', '.join(spec['artifacts'])}) from Maven Central"
-        )
+    mvn = maven(f"Delta Lake's jars ({', '.join(spec['artifacts'])})")
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="poisonwatch-jars-", dir=folder.parent) as tmp:
         work = Path(tmp)
         (work / "pom.xml").write_text(pom(spec["artifacts"]))
         out = work / "jars"
-        run = subprocess.run(
+        run_maven(
+            mvn,
             [
-                mvn,
-                "-B",
-                "-q",
                 "-f",
                 str(work / "pom.xml"),
                 "dependency:copy-dependencies",
                 "-DincludeScope=runtime",
                 f"-DoutputDirectory={out}",
             ],
-            capture_output=True,
-            text=True,
+            work,
+            ", ".join(spec["artifacts"]),
         )
-        if run.returncode != 0:
-            tail = "\n".join((run.stdout + run.stderr).strip().splitlines()[-15:])
-            raise PoisonwatchError(
-                f"mvn could not fetch {', '.join(spec['artifacts'])} from Maven Central (is it "
-                f"reachable? a proxy goes in ~/.m2/settings.xml):\n{tail}"
-            )
         names = sorted(
             p.name for p in out.glob("*.jar") if any(p.name.startswith(k) for k in spec["keep"])
         )
@@ -116,10 +133,7 @@ def fetch_jars(folder: Path | None = None) -> list[str]:
         for name in names:
             shutil.copy2(out / name, staged / name)
         (staged / STAMP).write_text(json.dumps({"spec": spec, "jars": names}, indent=2) + "\n")
-        old = work / "old"
-        if folder.exists():
-            folder.rename(old)
-        staged.rename(folder)
+        install_folder(staged, folder)
     return names
 
 

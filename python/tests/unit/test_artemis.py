@@ -278,6 +278,6 @@ def test_the_distribution_pin_and_its_stamp(tmp_path: Path) -> None:
 
 
 def test_a_missing_mvn_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(artemis_dist.shutil, "which", lambda _: None)
+    monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(PoisonwatchError, match=r"needs Maven \(`mvn`"):
         artemis_dist.fetch_artemis(tmp_path / "cache")
