@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from poisonwatch.broker.client import BrokerError, BrokerGoneError, queue_name_problem
-from poisonwatch.broker.landing import BODY_ENCODING_PROPERTY, COLUMNS, _millis
+from poisonwatch.broker.landing import BODY_ENCODING_PROPERTY, COLUMNS, integer, millis
 from poisonwatch.broker.profiles import BrokerTarget
 
 DOMAIN = "org.apache.activemq.artemis"
@@ -271,13 +271,6 @@ def _body(msg: dict[str, Any], props: dict[str, str]) -> str | None:
         return base64.b64encode(data).decode("ascii")
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except (TypeError, ValueError):
-        return None
-
-
 def snapshot_row(
     broker_name: str,
     queue: ArtemisQueue,
@@ -303,13 +296,13 @@ def snapshot_row(
         "address": queue.address,
         "queue_name": queue.name,
         "message_id": message_id or str(msg.get("messageID", "")),
-        "enqueued_at": _millis(str(msg.get("timestamp", ""))),
+        "enqueued_at": millis(str(msg.get("timestamp", ""))),
         "delivery_count": None,
-        "priority": _int(msg.get("priority")),
+        "priority": integer(msg.get("priority")),
         "group_id": next((props[p] for p in GROUP_PROPERTIES if props.get(p)), None),
         "orig_address": orig_address,
         "orig_queue": props.get("_AMQ_ORIG_QUEUE"),
-        "message_type": props.get("JMSType") or MESSAGE_TYPES.get(_int(msg.get("type")) or 0),
+        "message_type": props.get("JMSType") or MESSAGE_TYPES.get(integer(msg.get("type")) or 0),
         "body": body,
         "properties": json.dumps(props, ensure_ascii=False, sort_keys=True),
     }
@@ -355,7 +348,7 @@ def browse_queues(
         str(s["deadLetterAddress"]) for s in settings.values() if s.get("deadLetterAddress")
     }
     max_attempts: dict[str, int | None] = {
-        a: _int(s.get("maxDeliveryAttempts")) for a, s in settings.items()
+        a: integer(s.get("maxDeliveryAttempts")) for a, s in settings.items()
     }
     for q in choose_queues(queues, patterns, dead_letter):
         messages = client.browse(q)
@@ -369,7 +362,7 @@ def browse_queues(
             - {None}
         )
         for address in sorted(a for a in missing if isinstance(a, str)):
-            max_attempts[address] = _int(
+            max_attempts[address] = integer(
                 client.address_settings(address).get("maxDeliveryAttempts")
             )
         yield q, [snapshot_row(broker_name, q, m, snapshot_at, max_attempts) for m in messages]

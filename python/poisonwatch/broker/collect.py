@@ -20,7 +20,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,8 +40,9 @@ from poisonwatch.broker.landing import (
     BODY_ENCODING_PROPERTY,
     COLUMNS,
     DATASET,
-    _millis,
+    integer,
     iso,
+    millis,
 )
 from poisonwatch.broker.profiles import BrokerTarget
 from poisonwatch.config import PoisonwatchError, home
@@ -61,13 +62,6 @@ class CollectResult:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
-        return None
-
-
 def snapshot_row(target: BrokerTarget, msg: BrokerMessage, snapshot_at: str) -> dict[str, object]:
     """One `jms_queue_snapshots` record for a browsed message."""
     props = msg.properties
@@ -85,9 +79,9 @@ def snapshot_row(target: BrokerTarget, msg: BrokerMessage, snapshot_at: str) -> 
         "address": msg.queue,
         "queue_name": msg.queue,
         "message_id": msg.message_id,
-        "enqueued_at": _millis(msg.headers.get("timestamp")),
-        "delivery_count": _int(props.get("JMSXDeliveryCount")),
-        "priority": _int(msg.headers.get("priority")),
+        "enqueued_at": millis(msg.headers.get("timestamp")),
+        "delivery_count": integer(props.get("JMSXDeliveryCount")),
+        "priority": integer(msg.headers.get("priority")),
         "group_id": props.get("JMSXGroupID"),
         "orig_address": orig_address,
         "orig_queue": orig_queue,
@@ -227,17 +221,22 @@ def collect(
     client = StompClient(target)
     try:
         client.connect()
-        for i in range(max(count, 1)):
-            started = time.monotonic()
-            collect_once(client, target, patterns, out, result)
-            if i + 1 < count and every:
-                time.sleep(max(0.0, every - (time.monotonic() - started)))
+        _rounds(lambda: collect_once(client, target, patterns, out, result), count, every)
     except BrokerError as exc:
         result.error = str(exc)
         console.print(f"[red]collect stopped:[/red] {terminal(str(exc))}")
     finally:
         client.close()
     return result
+
+
+def _rounds(once: Callable[[], None], count: int, every: float | None) -> None:
+    """`once()` `count` times (at least once), each starting `every` seconds after the last."""
+    for i in range(max(count, 1)):
+        started = time.monotonic()
+        once()
+        if i + 1 < count and every:
+            time.sleep(max(0.0, every - (time.monotonic() - started)))
 
 
 def _collect_artemis(
@@ -253,11 +252,7 @@ def _collect_artemis(
     try:
         if not target.named:
             result.broker_name = client.broker_name()
-        for i in range(max(count, 1)):
-            started = time.monotonic()
-            collect_artemis_once(client, patterns, out, result)
-            if i + 1 < count and every:
-                time.sleep(max(0.0, every - (time.monotonic() - started)))
+        _rounds(lambda: collect_artemis_once(client, patterns, out, result), count, every)
     except BrokerError as exc:
         result.error = str(exc)
         # One line however long the URL: the terminal may wrap it, rich does not break it.

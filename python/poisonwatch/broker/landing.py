@@ -1,9 +1,10 @@
 """The `jms_queue_snapshots` record both collectors write (Classic over STOMP, Artemis over
-Jolokia): its dataset name, its columns in the landing contract's order and its time format."""
+Jolokia): its dataset name, its columns in the landing contract's order, its times and numbers."""
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 DATASET = "jms_queue_snapshots"
 # The landing contract's columns, in order (poisonwatch/schemas.py).
@@ -27,11 +28,20 @@ COLUMNS = (
 BODY_ENCODING_PROPERTY = "poisonwatch_body_encoding"
 
 
+def integer(value: Any) -> int | None:
+    """A broker's number (text or JSON) as an int; None when missing or not a number."""
+    try:
+        return int(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
 def iso(ts: dt.datetime) -> str:
     return ts.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def _millis(value: str | None) -> str | None:
+def millis(value: str | None) -> str | None:
+    """Epoch milliseconds as text → `iso`; None when missing, not a number or not positive."""
     try:
         ms = int(value or "")
     except ValueError:
