@@ -467,8 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--broker",
         action="append",
         default=None,
-        help="run JMS actions on this live ActiveMQ broker: stomp://HOST:PORT?name=B or a "
-        "name in $POISONWATCH_HOME/brokers.yml (repeat; brokers.yml's are live anyway)",
+        help="run JMS actions on this live ActiveMQ broker: stomp://HOST:PORT?name=B, "
+        "artemis://USER:PW@HOST:CONSOLE_PORT?name=B or a name in "
+        "$POISONWATCH_HOME/brokers.yml (repeat; brokers.yml's are live anyway)",
     )
     p.set_defaults(func=_cmd_apply)
 

@@ -3,7 +3,8 @@
 exactly once (driven by `live.LiveRunner` from `poisonwatch apply`), `kit` records a Python
 consumer's delivery attempts as `jms_receive_attempts`; `profiles` reads brokers.yml.
 ActiveMQ Artemis: `collect` browses it through its management API (`artemis`, Jolokia over
-HTTP) into the same files (`landing`); `artemis_dist` fetches the distribution for tests.
+HTTP) into the same files (`landing`), `artemis_actions` runs the same actions exactly once
+there; `artemis_dist` fetches the distribution for tests.
 
 May import: poisonwatch.config, poisonwatch.textsafe, poisonwatch.warehouse; other jobs only
 through their package (`from poisonwatch.ingest import ingest`). Imported by remediation (apply)

@@ -418,6 +418,7 @@ class ParkRecord:
     queue_name: str
     holding_queue: str
     due_at: str  # UTC, %Y-%m-%dT%H:%M:%S.%fZ
+    message_id: str = ""  # as the action named it (Artemis finds the held copy by it)
 
 
 @dataclass

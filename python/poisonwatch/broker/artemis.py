@@ -208,14 +208,15 @@ class JolokiaClient:
             )
         return sorted(out, key=lambda q: (q.address, q.name))
 
+    def exec(self, mbean: str, operation: str, *arguments: Any) -> Any:
+        """One MBean operation (`operation` with its Java signature); its result."""
+        return self.request(
+            {"type": "exec", "mbean": mbean, "operation": operation, "arguments": list(arguments)}
+        )
+
     def address_settings(self, address: str) -> dict[str, Any]:
-        value = self.request(
-            {
-                "type": "exec",
-                "mbean": self.broker_mbean(),
-                "operation": "getAddressSettingsAsJSON(java.lang.String)",
-                "arguments": [address],
-            }
+        value = self.exec(
+            self.broker_mbean(), "getAddressSettingsAsJSON(java.lang.String)", address
         )
         try:
             settings = json.loads(value) if isinstance(value, str) else value
@@ -223,19 +224,16 @@ class JolokiaClient:
             return {}
         return settings if isinstance(settings, dict) else {}
 
-    def browse(self, queue: ArtemisQueue) -> list[dict[str, Any]]:
-        """Every message of the queue, copied out (the broker keeps them all), page by page:
-        `browse()` alone stops at the address's management-browse-page-size."""
+    def browse(self, queue: ArtemisQueue, filter: str = "") -> list[dict[str, Any]]:
+        """Every message of the queue that `filter` (an Artemis filter; "" is all) selects,
+        copied out (the broker keeps them all), page by page: `browse()` alone stops at the
+        address's management-browse-page-size. Messages in delivery to a consumer are not
+        among them."""
         out: list[dict[str, Any]] = []
         page = 1
         while True:
-            value = self.request(
-                {
-                    "type": "exec",
-                    "mbean": queue.mbean,
-                    "operation": "browse(int,int,java.lang.String)",
-                    "arguments": [page, BROWSE_PAGE, ""],
-                }
+            value = self.exec(
+                queue.mbean, "browse(int,int,java.lang.String)", page, BROWSE_PAGE, filter
             )
             if not isinstance(value, list):
                 raise BrokerError(f"{self.url}: browse of {queue.name!r} did not return a list")

@@ -26,7 +26,7 @@ certificate and host name verified, against `ca_file` (brokers.yml, `?ca_file=` 
 An ActiveMQ Artemis broker is `artemis://[user:password@]host:port[?name=BROKER_NAME]`, where
 port is the web console's (Jolokia is served under `/console/jolokia`), or in brokers.yml
 `kind: artemis` with an `http://`, `https://` or `artemis://` URL. Without `name`, the broker
-name is the one Artemis reports. Only `collect` talks to Artemis so far.
+name is the one Artemis reports (`collect`); `apply` needs it named.
 """
 
 from __future__ import annotations
@@ -247,14 +247,15 @@ def resolve_broker(spec: str) -> BrokerTarget:
 
 
 def live_brokers(explicit: list[str] | None = None) -> dict[str, BrokerTarget]:
-    """Brokers with a connection: brokers.yml plus any `--broker` given (by broker name).
-    Artemis brokers are left out: `apply` runs its actions over STOMP, on Classic only."""
-    out = {n: t for n, t in load_profiles().items() if t.kind == "classic"}
+    """Brokers with a connection: brokers.yml plus any `--broker` given (by broker name). An
+    Artemis URL must name its broker (`?name=`): that is how apply knows which actions are its."""
+    out = dict(load_profiles())
     for spec in explicit or []:
         target = resolve_broker(spec)
-        if target.kind != "classic":
+        if not target.named:
             raise PoisonwatchError(
-                f"broker {target.name}: apply runs actions on ActiveMQ Classic (stomp://) only"
+                f"broker {_without_password(spec)!r}: say which broker it is with ?name=BROKER "
+                "(the broker_name of its actions in remediation_actions)"
             )
         out[target.name] = target
     return out

@@ -294,13 +294,13 @@ def _parked_on_broker(engine: Any, broker_name: str) -> list[Any]:
     ops = ops_database()
     _, rows = engine.query(
         f"select p.action_id, p.queue_name, p.holding_queue, "
-        f"date_format(p.due_at, \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'\") "
+        f"date_format(p.due_at, \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'\"), p.message_id "
         f"from `{ops}`.`parked_messages` p join `{ops}`.`action_log` l "
         f"on l.action_id = p.action_id and l.run_id = p.run_id "
         f"where p.broker_kind = 'jms' and p.broker_name = {sql_string(broker_name)} "
         f"and l.outcome = 'applied_on_broker'"
     )
-    return [ParkRecord(str(r[0]), str(r[1]), str(r[2]), str(r[3])) for r in rows]
+    return [ParkRecord(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4] or "")) for r in rows]
 
 
 def _brokers_with_parks(engine: Any, names: set[str]) -> set[str]:
@@ -643,8 +643,8 @@ def run_apply(
     batch_size: int = 1000,
     brokers: list[str] | None = None,
 ) -> ApplyResult:
-    """`brokers`: `--broker` values (stomp:// URLs or names in brokers.yml), added to the
-    brokers of $POISONWATCH_HOME/brokers.yml; their JMS actions run live."""
+    """`brokers`: `--broker` values (stomp:// or artemis:// URLs, or names in brokers.yml),
+    added to the brokers of $POISONWATCH_HOME/brokers.yml; their JMS actions run live."""
     from poisonwatch.broker import live_brokers
     from poisonwatch.warehouse.engine import connect
 

@@ -10,7 +10,7 @@ why not when `mvn` is missing or the fetch fails; under CI=true that skip is a f
 speaks every protocol, STOMP included with `/queue/` and `/topic/` prefixes so the project's
 `StompClient` works unchanged, the console's Jolokia on another 127.0.0.1 port), writes the
 redelivery and dead-letter settings into `etc/broker.xml`, runs `bin/artemis run` in its own
-process group and waits for `AMQ221007: Server is now active` in its log.
+process group and waits for `AMQ221007: Server is now active` and the console's Jolokia in its log.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ import pytest
 from support.activemq import free_port
 
 ACTIVE = "AMQ221007: Server is now active"
+# The console's Jolokia comes up after the server: management calls wait for both.
+JOLOKIA = "AMQ241002: Artemis Jolokia REST API available"
 _ARTEMIS_HOME: Path | None = None
 
 
@@ -190,13 +192,16 @@ class Artemis:
         while time.monotonic() < deadline:
             with log_path.open("rb") as fh:
                 fh.seek(offset)
-                if ACTIVE.encode() in fh.read():
+                seen = fh.read()
+                if ACTIVE.encode() in seen and JOLOKIA.encode() in seen:
                     return self
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Artemis exited at start:\n{self.log_tail()}")
             time.sleep(0.3)
         self.stop(kill=True)
-        raise RuntimeError(f"Artemis did not log {ACTIVE!r} in {timeout} s:\n{self.log_tail()}")
+        raise RuntimeError(
+            f"Artemis did not log {ACTIVE!r} and {JOLOKIA!r} in {timeout} s:\n{self.log_tail()}"
+        )
 
     def stop(self, kill: bool = False, timeout: float = 30) -> None:
         """Stop by PID (its process group: the script and its JVM): SIGTERM, or SIGKILL when

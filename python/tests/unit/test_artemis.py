@@ -98,10 +98,12 @@ def test_brokers_yml_kind_artemis(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert brokers["art2"].jolokia_url == "http://mq:8161/console/jolokia"
     assert brokers["classic"].kind == "classic"
     monkeypatch.setattr("poisonwatch.broker.profiles.profiles_path", lambda: path)
-    # apply runs over STOMP: Artemis brokers are not live for it.
-    assert set(live_brokers()) == {"classic"}
-    with pytest.raises(PoisonwatchError, match="Classic"):
-        live_brokers(["artemis://h:1"])
+    # apply runs actions on both kinds; a --broker URL of Artemis must say which broker it is.
+    assert set(live_brokers()) == {"art", "art2", "classic"}
+    assert set(live_brokers(["artemis://h:1?name=b1"])) == {"art", "art2", "classic", "b1"}
+    with pytest.raises(PoisonwatchError, match=r"\?name=BROKER") as err:
+        live_brokers(["artemis://u:secret@h:1"])
+    assert "secret" not in str(err.value)
 
 
 @pytest.mark.parametrize(
