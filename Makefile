@@ -3,6 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed-stamp
+KIT_JAR := java/target/poisonwatch-jms-kit-0.1.0.jar
 
 .PHONY: setup demo test lint clean
 
@@ -24,7 +25,11 @@ $(STAMP): pyproject.toml python/poisonwatch/warehouse/class_archive.py python/po
 	$(VENV)/bin/python -m poisonwatch.warehouse.class_archive || true
 	touch $(STAMP)
 
-setup: $(STAMP)
+# The Java consumer kit (seed 002's JMS agents); its tests run in `make test`.
+$(KIT_JAR): java/pom.xml $(shell find java/src/main -name '*.java')
+	mvn -q -B -Dstyle.color=never -f java/pom.xml package -DskipTests
+
+setup: $(STAMP) $(KIT_JAR)
 
 demo: setup
 	$(VENV)/bin/poisonwatch demo

@@ -47,24 +47,6 @@ def _actions(broker: Artemis) -> ArtemisActions:
     return ArtemisActions(parse_artemis_url(broker.url))
 
 
-def _put_jms(acts: ArtemisActions, queue: str, bodies: list[str]) -> None:
-    """Send as a JMS client would: each message with a JMSMessageID (Artemis' user id)."""
-    q = acts.ensure_queue(queue)
-    for body in bodies:
-        acts.client.exec(
-            q.mbean,
-            "sendMessage(java.util.Map,int,java.lang.String,boolean,java.lang.String,"
-            "java.lang.String,boolean)",
-            {"kind": "jms"},
-            3,
-            body,
-            True,
-            acts.target.user,
-            acts.target.password,
-            True,
-        )
-
-
 def _put_stomp(broker: Artemis, queue: str, bodies: list[str]) -> None:
     """Send over STOMP: no JMSMessageID, only the broker's own message id."""
     with StompClient(parse_broker_url(broker.stomp_url)).connect() as client:
@@ -117,7 +99,7 @@ def _dead_lettered(where: dict[str, list[str]], body: str, dlqs: set[str]) -> bo
 
 def test_each_action_puts_the_message_where_it_belongs_once(broker: Artemis) -> None:
     acts = _actions(broker)
-    _put_jms(acts, "act.orders", ["j-dead", "j-park", "j-gone", "j-stay"])
+    broker.send("act.orders", ["j-dead", "j-park", "j-gone", "j-stay"])
     _put_stomp(broker, "act.orders", ["s-dead", "s-park", "s-gone"])
     ids = _ids(acts, "act.orders")
     assert ids["j-dead"].startswith("ID:") and ids["s-dead"].isdigit()
@@ -173,7 +155,7 @@ def test_each_action_puts_the_message_where_it_belongs_once(broker: Artemis) -> 
 
 def test_a_message_in_delivery_is_busy_until_the_consumer_lets_go(broker: Artemis) -> None:
     acts = _actions(broker)
-    _put_jms(acts, "act.busy", ["held"])
+    broker.send("act.busy", ["held"])
     message_id = _ids(acts, "act.busy")["held"]
     got: list[Any] = []
 
@@ -217,7 +199,7 @@ def test_a_hostile_action_is_refused_before_anything_moves(
     broker: Artemis, action: LiveAction, why: str
 ) -> None:
     acts = _actions(broker)
-    _put_jms(acts, "act.refuse", ["keep"])
+    broker.send("act.refuse", ["keep"])
     before = _where(acts)
     outcome = acts.execute(action)
     assert outcome.status == "failed" and why in outcome.detail
@@ -295,10 +277,10 @@ def test_300_actions_exactly_once_under_kills_and_a_broker_crash(
     acts = _actions(broker)
     kinds = ["dead_letter", "park", "discard"]
     bodies = [f"k-{i:03d}" for i in range(N_QUEUE)]
-    _put_jms(acts, "kill.q", bodies[: N_QUEUE // 2])
+    broker.send("kill.q", bodies[: N_QUEUE // 2])
     _put_stomp(broker, "kill.q", bodies[N_QUEUE // 2 :])
     retry_bodies = [f"r-{i:03d}" for i in range(N_RETRY)]
-    _put_jms(acts, "kill.r", retry_bodies)
+    broker.send("kill.r", retry_bodies)
     for body, message_id in _ids(acts, "kill.r").items():
         assert acts.execute(_action(f"pre-{body}", "dead_letter", "kill.r", message_id)).done
     acts.prune({f"pre-{b}" for b in retry_bodies})

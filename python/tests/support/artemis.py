@@ -220,6 +220,28 @@ class Artemis:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
 
+    def send(self, queue: str, bodies: list[str], **properties: str) -> None:
+        """Send text messages as a JMS client would, each with a JMSMessageID (Artemis' user
+        id), through the management API (the anycast queue is created when missing)."""
+        import json
+
+        from poisonwatch.broker.artemis import JolokiaClient
+        from poisonwatch.broker.profiles import parse_artemis_url
+
+        client = JolokiaClient(parse_artemis_url(self.url))
+        config = {"name": queue, "address": queue, "routing-type": "ANYCAST", "durable": True}
+        client.exec(
+            client.broker_mbean(), "createQueue(java.lang.String,boolean)", json.dumps(config), True
+        )
+        mbean = next(q.mbean for q in client.queues() if q.name == queue)
+        for body in bodies:
+            client.exec(
+                mbean,
+                "sendMessage(java.util.Map,int,java.lang.String,boolean,java.lang.String,"
+                "java.lang.String,boolean)",
+                properties, 3, body, True, self.user, self.password, True,
+            )  # fmt: skip
+
     def log_tail(self, chars: int = 3000) -> str:
         path = self.folder / "broker.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
