@@ -81,7 +81,7 @@ BESIDE=(
     python/tests/e2e/test_broker_e2e.py python/tests/e2e/test_broker.py
     python/tests/e2e/test_broker_hardening.py python/tests/e2e/test_broker_stock.py
     python/tests/e2e/test_broker_artemis.py python/tests/e2e/test_artemis_actions.py
-    python/tests/e2e/test_java_kit.py
+    python/tests/e2e/test_java_kit.py python/tests/e2e/test_artemis_oracle.py
     python/tests/integration/test_bench_spark.py python/tests/integration/test_store.py
     python/tests/integration/test_readme.py
 )

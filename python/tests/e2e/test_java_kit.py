@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import java_kit
 from support.artemis import AddressSetting, Artemis, broker_fixture, ensure_artemis
 
 from poisonwatch.broker.artemis import JolokiaClient
@@ -44,51 +44,10 @@ broker = broker_fixture(
 
 @pytest.fixture(scope="module")
 def classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """`mvn test` of java/ (its JUnit tests) into a folder of its own; the agents' class path."""
-    build = tmp_path_factory.mktemp("java-build")
-    cp_file = build / "classpath.txt"
-    proc = subprocess.run(
-        ["mvn", "-q", "-B", "-f", str(ROOT / "java" / "pom.xml"), f"-Dpoisonwatch.build={build}",
-         "test", "dependency:build-classpath", "-Dmdep.includeScope=test",
-         f"-Dmdep.outputFile={cp_file}"],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    reports = list((build / "surefire-reports").glob("TEST-*.xml"))
-    ran = sum(int(r.read_text().split('tests="', 1)[1].split('"', 1)[0]) for r in reports)
-    assert ran >= 8, f"JUnit ran {ran} tests"
-    return os.pathsep.join(
-        [str(build / "classes"), str(build / "test-classes"), cp_file.read_text().strip()]
-    )
+    return java_kit.build(tmp_path_factory.mktemp("java-build"))
 
 
-def _agent(
-    broker: Artemis, classpath: str, landing: Path, queue: str, consumer: str, server: str,
-    behaviour: str, **opt: Any,
-) -> dict[str, Any]:  # fmt: skip
-    args = {
-        "url": f"tcp://127.0.0.1:{broker.port}",
-        "user": broker.user,
-        "password": broker.password,
-        "landing": str(landing),
-        "broker-name": broker.name,
-        "queue": queue,
-        "consumer-id": consumer,
-        "server": server,
-        "behaviour": behaviour,
-        "idle": "3",
-        **{k.replace("_", "-"): str(v) for k, v in opt.items()},
-    }
-    cmd = ["java", "-cp", classpath, "dev.poisonwatch.kit.example.Agent"]
-    for key, value in args.items():
-        cmd += [f"--{key}", value]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")]
-    return {
-        "rc": proc.returncode,
-        "stderr": proc.stderr[-3000:],
-        **(json.loads(lines[-1][2:]) if lines else {}),
-    }
+_agent = java_kit.agent
 
 
 def _records(landing: Path, consumer: str | None = None) -> list[dict[str, Any]]:
