@@ -15,7 +15,7 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from poisonwatch.warehouse.schemas import BIGINT, BOOLEAN, DATASETS, INT, TIMESTAMP
+from poisonwatch.warehouse.schemas import BIGINT, BOOLEAN, DATASETS, DOUBLE, INT, TIMESTAMP
 
 # 2026-03-01T00:00:00Z in microseconds: the start of every generated workload.
 T0_US = 1_772_323_200 * 1_000_000
@@ -190,6 +190,7 @@ _ARROW_TYPES = {
     BIGINT: pa.int64(),
     INT: pa.int32(),
     BOOLEAN: pa.bool_(),
+    DOUBLE: pa.float64(),
 }
 
 

@@ -79,6 +79,10 @@ SNAPSHOTS_DURING = 5  # snapshots while traffic flows; one more after the last a
 MAX_CHUNK = 1_000_000
 SWEEP_AFTER_US = 45 * 60_000_000  # stuck background conversations end one to two of these later
 DLQ_RETENTION_US = 12 * HOUR_US  # operators purge dead letters older than this
+# The simulated brokers' redelivery (as seeds/failure_policies.csv's jms row says).
+REDELIVERY_DELAY_MS = 1000
+REDELIVERY_MULTIPLIER = 2.0
+MAX_REDELIVERY_DELAY_MS = 60_000
 
 DATASET_NAMES = (
     "ssb_queue_snapshots",
@@ -87,6 +91,7 @@ DATASET_NAMES = (
     "ssb_broker_events",
     "jms_receive_attempts",
     "jms_queue_snapshots",
+    "jms_address_settings",
     "jms_activations",
 )
 
@@ -119,6 +124,9 @@ class Writers:
             out / "jms_queue_snapshots", "jms_queue_snapshots", chunk
         )
         self.jms_activations = ChunkedParquet(out / "jms_activations", "jms_activations", chunk)
+        self.jms_settings = ChunkedParquet(
+            out / "jms_address_settings", "jms_address_settings", chunk
+        )
 
     def close(self) -> dict[str, list[tuple[Path, int]]]:
         return {
@@ -128,6 +136,7 @@ class Writers:
             "ssb_broker_events": self.ssb_events.close(),
             "jms_receive_attempts": self.jms_attempts.close(),
             "jms_queue_snapshots": self.jms_snapshots.close(),
+            "jms_address_settings": self.jms_settings.close(),
             "jms_activations": self.jms_activations.close(),
         }
 
@@ -509,7 +518,10 @@ class Engine:
 
     def redelivery_delay(self, failures: int) -> int:
         """Artemis: redelivery-delay × multiplier^(n-1), capped (seeds/failure_policies.csv)."""
-        return min(1000 * MS * (1 << max(0, failures - 1)), 60_000 * MS)
+        return min(
+            int(REDELIVERY_DELAY_MS * MS * REDELIVERY_MULTIPLIER ** max(0, failures - 1)),
+            MAX_REDELIVERY_DELAY_MS * MS,
+        )
 
     def dead_letter(self, m: JMessage, t: int) -> None:
         q = m.queue
@@ -586,6 +598,20 @@ class Engine:
                     )
                 )
         for jq in self.jms_queues:
+            # What a collect reads from the broker beside each browse.
+            self.w.jms_settings.write(
+                (
+                    t,
+                    jq.broker,
+                    jq.address,
+                    jq.name,
+                    self.jms_mda,
+                    REDELIVERY_DELAY_MS,
+                    REDELIVERY_MULTIPLIER,
+                    MAX_REDELIVERY_DELAY_MS,
+                    "DLQ",
+                )
+            )
             for m in jq.inqueue.values():
                 if m.enqueued_us > t:
                     continue

@@ -20,7 +20,16 @@ import re
 from collections.abc import Sequence
 
 from poisonwatch.textsafe import sql_string
-from poisonwatch.warehouse.schemas import BIGINT, BOOLEAN, INT, STRING, TIMESTAMP, Column, Dataset
+from poisonwatch.warehouse.schemas import (
+    BIGINT,
+    BOOLEAN,
+    DOUBLE,
+    INT,
+    STRING,
+    TIMESTAMP,
+    Column,
+    Dataset,
+)
 
 # Low 33 bits of monotonically_increasing_id(): the row's index inside its Spark partition.
 # Each file is read as exactly one partition (see `ingest`), so this is the line index.
@@ -38,6 +47,9 @@ LOCAL_TIMESTAMP_PATTERN = (
     "^[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]*)?)?)?$"
 )
 INTEGER_PATTERN = "^[+-]?[0-9]+$"
+# A finite decimal number, optionally with an exponent (no NaN, no Infinity).
+NUMBER_PATTERN = "^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+DOUBLE_MAX = "1.7976931348623157E308"
 BASE64_PATTERN = "^[A-Za-z0-9+/]*={0,2}$"
 PREVIEW_CHARS = 40
 CSV_OPTIONS = "map('mode', 'PERMISSIVE', 'quote', '\"', 'escape', '\"', "
@@ -226,6 +238,9 @@ def parquet_text_expr(column: Column, name: str, spark_type: str) -> str | None:
         return f"cast({col} as string)" if integral else None
     if column.type == BOOLEAN:
         return f"cast({col} as string)" if t == "boolean" else None
+    if column.type == DOUBLE:
+        numeric = t in _INTEGER_TYPES or t.startswith("decimal") or t in ("double", "float")
+        return f"cast({col} as string)" if numeric else None
     # STRING targets
     if column.base64 and t == "binary":
         return f"base64({col})"
@@ -312,6 +327,12 @@ def typed_expr(c: Column) -> str:
             f"case when {trimmed} rlike {sql_string(INTEGER_PATTERN)} "
             f"then try_cast({trimmed} as {c.type}) end"
         )
+    if c.type == DOUBLE:
+        number = f"try_cast({trimmed} as double)"
+        return (
+            f"case when {trimmed} rlike {sql_string(NUMBER_PATTERN)} "
+            f"and abs({number}) <= {DOUBLE_MAX} then {number} end"
+        )
     if c.type == BOOLEAN:
         return (
             f"case lower({trimmed}) when 'true' then true when '1' then true "
@@ -357,6 +378,11 @@ def invalid_reason(c: Column) -> str:
             f"concat(case when trim({v}) rlike {sql_string(INTEGER_PATTERN)} then "
             f"{sql_string('integer out of range for ' + c.type)} "
             f"else 'not an integer' end, {preview})"
+        )
+    if c.type == DOUBLE:
+        return (
+            f"concat(case when trim({v}) rlike {sql_string(NUMBER_PATTERN)} then "
+            f"'number out of range for double' else 'not a number' end, {preview})"
         )
     if c.type == BOOLEAN:
         return f"concat('not a boolean (true/false/1/0)', {preview})"

@@ -19,6 +19,7 @@ TIMESTAMP = "timestamp"
 BIGINT = "bigint"
 INT = "int"
 BOOLEAN = "boolean"
+DOUBLE = "double"
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,24 @@ DATASETS: dict[str, Dataset] = {
                 _c("message_type", STRING),
                 _c("body", STRING),
                 _c("properties", STRING, json_object=True),
+            ),
+        ),
+        Dataset(
+            "jms_address_settings",
+            "jms",
+            "The delivery settings a JMS broker applies to each of its queues at snapshot time "
+            "(Artemis: the address settings of the queue's address, wildcard matches resolved "
+            "by the broker).",
+            (
+                _c("snapshot_at", TIMESTAMP, True),
+                _c("broker_name", STRING, True),
+                _c("address", STRING, True),
+                _c("queue_name", STRING, True),
+                _c("max_delivery_attempts", INT),
+                _c("redelivery_delay_ms", BIGINT),
+                _c("redelivery_multiplier", DOUBLE),
+                _c("max_redelivery_delay_ms", BIGINT),
+                _c("dead_letter_address", STRING),
             ),
         ),
         Dataset(

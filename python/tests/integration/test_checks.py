@@ -120,6 +120,14 @@ def _raw_rows() -> dict[str, list[dict[str, Any]]]:
              "orig_address": "orders", "orig_queue": "orders", "message_type": "Order",
              "body": "{}", "properties": "{}"},
         ],
+        "jms_address_settings": [
+            {**JMS, "snapshot_at": ts("10:09"), "max_delivery_attempts": 10,
+             "redelivery_delay_ms": 1000, "redelivery_multiplier": 1.5,
+             "max_redelivery_delay_ms": 60000, "dead_letter_address": "DLQ"},
+            {**JMS, "queue_name": "DLQ", "address": "DLQ", "snapshot_at": ts("10:09"),
+             "max_delivery_attempts": -1, "redelivery_delay_ms": 0,
+             "redelivery_multiplier": 1.0, "max_redelivery_delay_ms": 0},
+        ],
         "jms_activations": [
             {"activation_id": "act-1", "consumer_id": "agent.orders", "server_name": "APP01",
              "started_at": ts("10:00"), "finished_at": ts("10:30"), "status": "succeeded"},
@@ -435,6 +443,7 @@ def test_selecting_suites() -> None:
     assert {s.name for s in picked} == {
         "raw_jms_receive_attempts",
         "raw_jms_queue_snapshots",
+        "raw_jms_address_settings",
         "raw_jms_activations",
         "marts_reconciliation",
     }

@@ -480,6 +480,59 @@ def test_parquet_typed_columns_row_numbers_and_original_row(engine: Engine, tmp_
     }
 
 
+def test_decimal_numbers_load_from_json_csv_and_parquet_and_bad_ones_are_rejected(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """jms_address_settings.redelivery_multiplier is the contract's one double: a JSON number,
+    CSV text with an exponent and a Parquet float load; text, NaN and a number too large for a
+    double are rejected with the field named."""
+    row = {
+        "snapshot_at": "2024-05-01T10:00:00Z",
+        "broker_name": "artemis",
+        "address": "orders",
+        "max_delivery_attempts": 10,
+        "redelivery_delay_ms": 100,
+    }
+    write(
+        tmp_path / "jms_address_settings" / "s.jsonl",
+        "\n".join(
+            json.dumps({**row, "queue_name": f"q{n}", "redelivery_multiplier": value})
+            for n, value in enumerate((1.5, 2, "fast", "NaN", "1e999"))
+        )
+        + "\n",
+    )
+    write(
+        tmp_path / "jms_address_settings" / "s.csv",
+        "snapshot_at,broker_name,address,queue_name,redelivery_multiplier\n"
+        "2024-05-01T10:00:00Z,artemis,orders,c1,2.5E0\n"
+        "2024-05-01T10:00:00Z,artemis,orders,c2,.75\n",
+    )
+    table = pa.table(
+        {
+            "snapshot_at": ["2024-05-01T10:00:00Z"],
+            "broker_name": ["artemis"],
+            "address": ["orders"],
+            "queue_name": ["p1"],
+            "redelivery_multiplier": pa.array([1.25], type=pa.float32()),
+        }
+    )
+    pq.write_table(table, tmp_path / "jms_address_settings" / "p.parquet")
+    run(engine, tmp_path)
+    assert loaded(
+        engine, "jms_address_settings", tmp_path, "queue_name, redelivery_multiplier"
+    ) == [("p1", 1.25), ("c1", 2.5), ("c2", 0.75), ("q0", 1.5), ("q1", 2.0)]
+    assert rejects(engine, tmp_path) == [
+        ("s.jsonl", 3, "redelivery_multiplier", "redelivery_multiplier: not a number ('fast')"),
+        ("s.jsonl", 4, "redelivery_multiplier", "redelivery_multiplier: not a number ('NaN')"),
+        (
+            "s.jsonl",
+            5,
+            "redelivery_multiplier",
+            "redelivery_multiplier: number out of range for double ('1e999')",
+        ),
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # file-level failures
 # ---------------------------------------------------------------------------------------------
