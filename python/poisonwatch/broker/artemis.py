@@ -13,6 +13,10 @@ count: `delivery_count` stays empty, and `properties` carries `JMSRedelivered` a
 dead-lettered message, `poisonwatch_max_delivery_attempts` (the original address's setting,
 read from the broker). A dead-letter queue is a queue on an address that some address names as
 its `dead-letter-address`.
+
+Each round also lands `jms_address_settings`: per browsed queue, the settings of its address
+as the broker resolved its `address-setting` matches (`getAddressSettingsAsJSON`), the policy
+models' source for max-delivery-attempts and the redelivery delays where no seed row overrides.
 """
 
 from __future__ import annotations
@@ -323,15 +327,28 @@ def choose_queues(
     return [q for q in queues if asked(q) or q.address in dead_letter_addresses]
 
 
-def browse_queues(
-    client: JolokiaClient,
-    broker_name: str,
-    patterns: list[str],
-    snapshot_at: str,
-    skipped: dict[str, str],
-) -> Iterator[tuple[ArtemisQueue, list[dict[str, object]]]]:
-    """(queue, its records) for each queue to browse; names that would not name exactly one
-    queue are left out (into `skipped`), as the Classic path does."""
+# What Artemis applies when no address-setting names a value (its manual, "Message
+# Redelivery"): ten deliveries, no delay, a multiplier of 1, a cap of ten times the delay.
+DEFAULT_MAX_DELIVERY_ATTEMPTS = 10
+DEFAULT_REDELIVERY_DELAY_MS = 0
+DEFAULT_REDELIVERY_MULTIPLIER = 1.0
+
+
+@dataclass
+class BrowsePlan:
+    """The queues one collect round browses and the address settings of their addresses."""
+
+    queues: list[ArtemisQueue]
+    settings: dict[str, dict[str, Any]]
+
+    @property
+    def max_attempts(self) -> dict[str, int | None]:
+        return {a: integer(s.get("maxDeliveryAttempts")) for a, s in self.settings.items()}
+
+
+def plan_browse(client: JolokiaClient, patterns: list[str], skipped: dict[str, str]) -> BrowsePlan:
+    """The queues to browse and their addresses' settings; names that would not name exactly
+    one queue are left out (into `skipped`), as the Classic path does."""
     queues = []
     for q in client.queues():
         problem = queue_name_problem(q.name) or (
@@ -345,10 +362,55 @@ def browse_queues(
     dead_letter = {
         str(s["deadLetterAddress"]) for s in settings.values() if s.get("deadLetterAddress")
     }
-    max_attempts: dict[str, int | None] = {
-        a: integer(s.get("maxDeliveryAttempts")) for a, s in settings.items()
-    }
-    for q in choose_queues(queues, patterns, dead_letter):
+    return BrowsePlan(choose_queues(queues, patterns, dead_letter), settings)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number and abs(number) != float("inf") else None
+
+
+def settings_rows(broker_name: str, plan: BrowsePlan, snapshot_at: str) -> list[dict[str, object]]:
+    """One `jms_address_settings` record per browsed queue: the settings of its address as
+    the broker resolved them, Artemis' own defaults where no address-setting names one."""
+    rows: list[dict[str, object]] = []
+    for q in plan.queues:
+        s = plan.settings.get(q.address, {})
+        attempts = integer(s.get("maxDeliveryAttempts"))
+        delay = integer(s.get("redeliveryDelay"))
+        delay = DEFAULT_REDELIVERY_DELAY_MS if delay is None else delay
+        multiplier = _number(s.get("redeliveryMultiplier"))
+        cap = integer(s.get("maxRedeliveryDelay"))
+        dla = s.get("deadLetterAddress")
+        rows.append(
+            {
+                "snapshot_at": snapshot_at,
+                "broker_name": broker_name,
+                "address": q.address,
+                "queue_name": q.name,
+                "max_delivery_attempts": (
+                    DEFAULT_MAX_DELIVERY_ATTEMPTS if attempts is None else attempts
+                ),
+                "redelivery_delay_ms": delay,
+                "redelivery_multiplier": (
+                    DEFAULT_REDELIVERY_MULTIPLIER if multiplier is None else multiplier
+                ),
+                "max_redelivery_delay_ms": delay * 10 if cap is None else cap,
+                "dead_letter_address": str(dla) if dla else None,
+            }
+        )
+    return rows
+
+
+def browse_queues(
+    client: JolokiaClient, broker_name: str, plan: BrowsePlan, snapshot_at: str
+) -> Iterator[tuple[ArtemisQueue, list[dict[str, object]]]]:
+    """(queue, its `jms_queue_snapshots` records) for each queue of the plan."""
+    max_attempts = plan.max_attempts
+    for q in plan.queues:
         messages = client.browse(q)
         missing = (
             {

@@ -1,6 +1,7 @@
 """`poisonwatch collect`: browse a live ActiveMQ Classic broker's queues (dead-letter queues
 included) into `jms_queue_snapshots` landing files, without consuming anything; an Artemis
-broker (`kind == "artemis"`) is browsed through its management API (broker/artemis.py).
+broker (`kind == "artemis"`) is browsed through its management API (broker/artemis.py), which
+also gives the delivery settings it applies to each queue (`jms_address_settings`).
 
 One file per queue and round, written to a temporary name and renamed when the queue's browse
 ended: a broker that goes away mid-run stops the run with a clear error, and every file already
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from poisonwatch.broker.artemis import JolokiaClient, browse_queues
+from poisonwatch.broker.artemis import JolokiaClient, browse_queues, plan_browse, settings_rows
 from poisonwatch.broker.client import (
     NO_LISTING,
     BrokerError,
@@ -40,6 +41,7 @@ from poisonwatch.broker.landing import (
     BODY_ENCODING_PROPERTY,
     COLUMNS,
     DATASET,
+    SETTINGS_DATASET,
     integer,
     iso,
     millis,
@@ -60,6 +62,8 @@ class CollectResult:
     error: str | None = None
     # Listed or named queues not browsed: their names do not name exactly one queue.
     skipped: dict[str, str] = field(default_factory=dict)
+    # `jms_address_settings` records written (Artemis: one per browsed queue and round).
+    settings: int = 0
 
 
 def snapshot_row(target: BrokerTarget, msg: BrokerMessage, snapshot_at: str) -> dict[str, object]:
@@ -169,6 +173,14 @@ def write_queue_file(
     """One queue's records under a temporary name, renamed when complete (no file when empty):
     a browse that fails half-way leaves nothing behind."""
     final = folder / f"{_safe_file_part(broker_name)}-{stamp}-{_safe_file_part(queue_name)}.jsonl"
+    n = write_records(final, rows, result)
+    result.messages += n
+    result.per_queue[queue_name] = result.per_queue.get(queue_name, 0) + n
+
+
+def write_records(final: Path, rows: Iterable[dict[str, object]], result: CollectResult) -> int:
+    """JSON lines under a hidden temporary name, renamed to `final` when complete (no file
+    when there is no record); how many were written."""
     tmp = final.with_name("." + final.name + ".tmp")
     n = 0
     try:
@@ -184,22 +196,29 @@ def write_queue_file(
         result.files.append(final)
     else:
         tmp.unlink()
-    result.messages += n
-    result.per_queue[queue_name] = result.per_queue.get(queue_name, 0) + n
+    return n
 
 
 def collect_artemis_once(
     client: JolokiaClient, patterns: list[str], out: Path, result: CollectResult
 ) -> None:
-    """One round against Artemis: the same files, through its management API."""
+    """One round against Artemis: the same files, through its management API, and one
+    `jms_address_settings` file with the delivery settings the broker applies to each queue."""
     folder = out / DATASET
     folder.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC)
     stamp = now.strftime("%Y%m%dT%H%M%S%fZ")
     result.listed = True
-    rounds = browse_queues(client, result.broker_name, patterns, iso(now), result.skipped)
-    for queue, rows in rounds:
+    plan = plan_browse(client, patterns, result.skipped)
+    for queue, rows in browse_queues(client, result.broker_name, plan, iso(now)):
         write_queue_file(folder, result.broker_name, stamp, queue.name, rows, result)
+    # Written after the browse: a round the broker cut short leaves no settings file.
+    settings = out / SETTINGS_DATASET
+    settings.mkdir(parents=True, exist_ok=True)
+    final = settings / f"{_safe_file_part(result.broker_name)}-{stamp}.jsonl"
+    result.settings += write_records(
+        final, settings_rows(result.broker_name, plan, iso(now)), result
+    )
     result.rounds += 1
 
 
@@ -269,5 +288,7 @@ def print_result(result: CollectResult, console: Console | None = None) -> None:
     )
     for queue_name, n in sorted(result.per_queue.items()):
         console.print(f"  {terminal(queue_name)}: {n}")
+    if result.settings:
+        console.print(f"  delivery settings (jms_address_settings): {result.settings} record(s)")
     for problem in sorted(result.skipped.values()):
         console.print(f"  [yellow]not browsed:[/yellow] {terminal(problem)}")

@@ -7,6 +7,8 @@ import datetime as dt
 from typing import Any
 
 DATASET = "jms_queue_snapshots"
+# The delivery settings a broker applies per queue (Artemis only: Classic keeps them client-side).
+SETTINGS_DATASET = "jms_address_settings"
 # The landing contract's columns, in order (poisonwatch/schemas.py).
 COLUMNS = (
     "snapshot_at",

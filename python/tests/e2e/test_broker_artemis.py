@@ -24,7 +24,9 @@ from support.artemis import AddressSetting, Artemis, broker_fixture, ensure_arte
 from poisonwatch.broker.artemis import MAX_ATTEMPTS_PROPERTY, JolokiaClient
 from poisonwatch.broker.client import StompClient, selector_string
 from poisonwatch.broker.collect import COLUMNS, DATASET, collect
+from poisonwatch.broker.landing import SETTINGS_DATASET
 from poisonwatch.broker.profiles import parse_broker_url
+from poisonwatch.warehouse.schemas import DATASETS
 
 _why = ensure_artemis()
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
@@ -227,3 +229,28 @@ def test_a_per_address_override_dead_letters_sooner(broker: Artemis, tmp_path: P
     )
     assert json.loads(row["properties"])[MAX_ATTEMPTS_PROPERTY] == str(SHORT_ATTEMPTS)
     assert not [r for r in rows if r["queue_name"] == "short.q"]
+
+    # The broker's own settings land beside the browse: one row per browsed queue, the
+    # settings of its address as Artemis resolved the matches (`short.#` over `#`).
+    (settings_file,) = (tmp_path / SETTINGS_DATASET).glob("*.jsonl")
+    settings = [json.loads(line) for line in settings_file.read_text().splitlines()]
+    assert all(list(r) == DATASETS[SETTINGS_DATASET].column_names for r in settings)
+    assert {r["queue_name"] for r in settings} == {r["queue_name"] for r in rows} | {"short.q"}
+    by_queue = {r["queue_name"]: r for r in settings}
+    assert {k: v for k, v in by_queue["short.q"].items() if k != "snapshot_at"} == {
+        "broker_name": broker.name,
+        "address": "short.q",
+        "queue_name": "short.q",
+        "max_delivery_attempts": SHORT_ATTEMPTS,
+        "redelivery_delay_ms": 20,
+        "redelivery_multiplier": 2.0,
+        "max_redelivery_delay_ms": 100,
+        "dead_letter_address": "DLQ",
+    }
+    dead = by_queue["DLQ.short.q"]
+    assert (dead["address"], dead["max_delivery_attempts"], dead["redelivery_multiplier"]) == (
+        "DLQ",
+        ATTEMPTS,
+        1.0,
+    )
+    assert {r["snapshot_at"] for r in settings} == {r["snapshot_at"] for r in rows}
