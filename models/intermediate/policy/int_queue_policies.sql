@@ -1,6 +1,8 @@
 -- The failure policy in force for every queue with attempts: the seed row for
 -- (broker kind, queue) overrides the row for (broker kind, '*') as a whole (rules.md,
--- "Policy lookup"); dbt vars are the last resort when neither row exists.
+-- "Policy lookup"); dbt vars are the last resort when neither row exists. Without a row for
+-- the queue, a JMS queue's max delivery attempts and redelivery delays are the ones its broker
+-- applies (int_jms__queue_settings_resolved), where the broker reported them.
 
 {#- The queues come from the attempts counted per queue and minute: every attempt is counted
     there, in far fewer rows than a distinct over every attempt would read. #}
@@ -30,6 +32,18 @@ policies as (
     from {{ ref('failure_policies') }}
 ),
 
+broker_settings as (
+    select
+        queue_name,
+        redelivery_delay_ms,
+        redelivery_multiplier,
+        max_redelivery_delay_ms,
+        -- -1 is Artemis' "never dead-letter": the seed's number still judges the message
+        case when max_delivery_attempts > 0 then max_delivery_attempts end
+            as max_delivery_attempts
+    from {{ ref('int_jms__queue_settings_resolved') }}
+),
+
 matched as (
     select
         queues.broker_kind,
@@ -37,6 +51,7 @@ matched as (
         coalesce(queue_policy.policy_name, default_policy.policy_name) as policy_name,
         case
             when queue_policy.policy_name is not null then 'queue'
+            when broker_settings.queue_name is not null then 'broker_settings'
             when default_policy.policy_name is not null then 'broker_kind_default'
             else 'project_vars'
         end as policy_scope,
@@ -52,7 +67,9 @@ matched as (
         coalesce(
             case
                 when queue_policy.policy_name is not null then queue_policy.max_delivery_attempts
-                else default_policy.max_delivery_attempts
+                else coalesce(
+                    broker_settings.max_delivery_attempts, default_policy.max_delivery_attempts
+                )
             end,
             {{ var('default_max_delivery_attempts') }}
         ) as max_delivery_attempts,
@@ -84,15 +101,21 @@ matched as (
         end as error_description,
         case
             when queue_policy.policy_name is not null then queue_policy.redelivery_delay_ms
-            else default_policy.redelivery_delay_ms
+            else coalesce(
+                broker_settings.redelivery_delay_ms, default_policy.redelivery_delay_ms
+            )
         end as redelivery_delay_ms,
         case
             when queue_policy.policy_name is not null then queue_policy.redelivery_multiplier
-            else default_policy.redelivery_multiplier
+            else coalesce(
+                broker_settings.redelivery_multiplier, default_policy.redelivery_multiplier
+            )
         end as redelivery_multiplier,
         case
             when queue_policy.policy_name is not null then queue_policy.max_redelivery_delay_ms
-            else default_policy.max_redelivery_delay_ms
+            else coalesce(
+                broker_settings.max_redelivery_delay_ms, default_policy.max_redelivery_delay_ms
+            )
         end as max_redelivery_delay_ms,
         case
             when queue_policy.policy_name is not null then queue_policy.park_delay_minutes
@@ -107,6 +130,10 @@ matched as (
         on
             queues.broker_kind = default_policy.broker_kind
             and default_policy.queue_name = '*'
+    left join broker_settings
+        on
+            queues.broker_kind = 'jms'
+            and queues.queue_name = broker_settings.queue_name
 )
 
 select

@@ -12,8 +12,9 @@ Agents (one server each, `node-1`):
   M = 3000 (a seed row): recovered, fuse whole;
 - agent.art-docs      TemporaryUnavailableException on the first 3 deliveries, 20 messages, the
   default fuse (M = 10, N = 3): not counted, so recovered and the fuse whole;
-- agent.art-orders    a permanent bug, 30 messages, M = 3000: Artemis dead-letters each after 10
-  deliveries; poison and in the DLQ;
+- agent.art-orders    a permanent bug, 30 messages, M = 3000: Artemis dead-letters each after 6
+  deliveries (art.orders' own address-setting; the seed's jms row says 10): poison, in the DLQ,
+  judged by the broker's 6 (collect lands the settings, the policy models use them);
 - agent.art-billing   the same bug, 10 messages, the default fuse: it trips after 3 failures of
   one type, the agent stops, the messages stay on their queue; the breaker mart says tripped.
 """
@@ -44,6 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent / "poisonwatch"
 ATTEMPTS = 10
+ORDERS_ATTEMPTS = 6  # art.orders' address-setting: not the seed's 10
 AGENTS = (  # queue, consumer, behaviour, messages
     ("art.audit", "agent.art-audit", "healthy", 20),
     ("art.payments", "agent.art-payments", "transient:2", 20),
@@ -76,7 +78,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         max_redelivery_delay_ms=300,
         auto_create_dead_letter_resources=False,
     )
-    with started(folder / "artemis", default=setting) as b:
+    orders = AddressSetting(
+        max_delivery_attempts=ORDERS_ATTEMPTS,
+        redelivery_delay_ms=30,
+        redelivery_multiplier=1.5,
+        max_redelivery_delay_ms=300,
+        auto_create_dead_letter_resources=False,
+    )
+    with started(folder / "artemis", default=setting, overrides={"art.orders": orders}) as b:
         yield {
             "broker": b,
             "env": env,
@@ -93,16 +102,6 @@ def _browse(broker: Artemis, queue: str) -> list[dict[str, Any]]:
         if found
         else []
     )
-
-
-def _board(broker: Artemis) -> dict[str, set[str]]:
-    client = JolokiaClient(parse_artemis_url(broker.url))
-    found = [q for q in client.queues() if q.name == "poisonwatch.fuse"]
-    out: dict[str, set[str]] = collections.defaultdict(set)
-    for m in client.browse(found[0]) if found else []:
-        props = m.get("StringProperties") or {}
-        out[props.get("consumer_id", "")].add(props.get("server_name", ""))
-    return dict(out)
 
 
 def _attempts(landing: Path) -> list[dict[str, Any]]:
@@ -126,9 +125,9 @@ def test_agents_collect_and_marts_agree_with_artemis_and_the_fuse(world: dict[st
         assert runs[consumer]["rc"] == 0, runs[consumer]
     kit_tripped = {c for c, r in runs.items() if r["tripped"]}
     assert kit_tripped == {"agent.art-billing"} and runs["agent.art-billing"]["disabled"]
-    assert _board(broker) == {"agent.art-billing": {"node-1"}}
+    assert java_kit.board(broker) == {"agent.art-billing": {"node-1"}}
 
-    # What Artemis did: orders all dead-lettered after ten deliveries, billing left on its queue.
+    # What Artemis did: orders all dead-lettered after six deliveries, billing left on its queue.
     dlq = _browse(broker, "DLQ")
     dlq_ids = sorted(str(r["message_id"]) for r in dlq)
     assert len(dlq_ids) == 30 and {r["orig_queue"] for r in dlq} == {"art.orders"}
@@ -140,7 +139,7 @@ def test_agents_collect_and_marts_agree_with_artemis_and_the_fuse(world: dict[st
     for r in _attempts(landing):
         deliveries[(r["queue_name"], r["message_id"])].append(r["delivery_count"])
     for mid in dlq_ids:
-        assert sorted(deliveries[("art.orders", mid)]) == list(range(1, ATTEMPTS + 1)), mid
+        assert sorted(deliveries[("art.orders", mid)]) == list(range(1, ORDERS_ATTEMPTS + 1)), mid
 
     result = collect(parse_artemis_url(broker.url), ["art.*"], out=landing)
     assert result.error is None, result.error
@@ -161,8 +160,13 @@ def test_agents_collect_and_marts_agree_with_artemis_and_the_fuse(world: dict[st
             run_dbt(["run", "--select", *{RUN_SELECT!r}])
             q = lambda sql: [[None if v is None else str(v) for v in r] for r in e.query(sql)[1]]
             out = {{
-                "poison": q("select queue_name, message_id, classification, failure_count "
-                            "from poisonwatch.poison_messages where broker_kind = 'jms'"),
+                "poison": q("select queue_name, message_id, classification, failure_count, "
+                            "failure_threshold from poisonwatch.poison_messages "
+                            "where broker_kind = 'jms'"),
+                "policies": q("select queue_name, policy_scope, max_delivery_attempts, "
+                              "redelivery_delay_ms, redelivery_multiplier "
+                              "from poisonwatch_intermediate.int_queue_policies "
+                              "where broker_kind = 'jms'"),
                 "dlq": q("select message_id, orig_queue, queue_name, is_in_dlq_snapshot "
                          "from poisonwatch.dlq_messages where broker_kind = 'jms'"),
                 "breakers": q("select consumer_id, is_tripped, trip_reason, "
@@ -184,9 +188,13 @@ def test_agents_collect_and_marts_agree_with_artemis_and_the_fuse(world: dict[st
     assert sorted(in_dlq) == dlq_ids
     assert {(r[1], r[2]) for r in in_dlq.values()} == {("art.orders", "DLQ")}
     for mid in dlq_ids:
-        assert poison[("art.orders", mid)][2:] == ["poison", str(ATTEMPTS)], poison[
+        assert poison[("art.orders", mid)][2:] == ["poison", *[str(ORDERS_ATTEMPTS)] * 2], poison[
             ("art.orders", mid)
         ]
+    # The policy in force is the broker's (no seed row for these queues).
+    policies = {r[0]: r[1:] for r in out["policies"]}
+    assert policies["art.orders"] == ["broker_settings", str(ORDERS_ATTEMPTS), "30", "1.5"]
+    assert policies["art.payments"] == ["broker_settings", str(ATTEMPTS), "20", "1.5"]
     for queue in ("art.payments", "art.docs"):
         classes = {r[2] for (q, _), r in poison.items() if q == queue}
         assert classes == {"recovered"}, (queue, classes)
@@ -205,7 +213,7 @@ def test_apply_retries_the_dlq_group_on_artemis_and_the_fixed_agent_consumes_it(
     world: dict[str, Any],
 ) -> None:
     if "dlq_ids" not in world:
-        pytest.skip("needs the scenario of the previous test")
+        pytest.fail("the scenario of the previous test did not finish: nothing to retry")
     broker, landing = world["broker"], world["landing"]
     proc = subprocess.run(
         [str(BIN), "apply", "--yes", "--broker", broker.url],

@@ -28,9 +28,10 @@ import json
 import os
 import re
 import shutil
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from support.child_python import run_py
 
@@ -56,6 +57,11 @@ RUN_COLUMNS = {
     "int_jms__consumer_failure_runs": (
         "attempt_key, previous_outcome, previous_exception_class, starts_same_type_island, "
         "any_type_run, same_type_run, attempt_partition"
+    ),
+    # The broker settings per queue (a newest snapshot wins, a late older one does not).
+    "int_jms__queue_settings_resolved": (
+        "queue_name, broker_name, snapshot_at, max_delivery_attempts, redelivery_delay_ms, "
+        "redelivery_multiplier, max_redelivery_delay_ms, dead_letter_address"
     ),
     "int_jms__consumer_hours_summarized": (
         "consumer_id, server_name, longest_same_type_run, longest_any_type_run, "
@@ -84,6 +90,7 @@ BATCH_MODELS = [
     "int_receive_attempts_sequenced",
     "int_service_broker__queue_rollback_runs",
     "int_jms__consumer_failure_runs",
+    "int_jms__queue_settings_resolved",
 ]
 # The incremental models partitioned like the sequenced attempts (message_partition).
 MESSAGE_PARTITIONED = [
@@ -129,6 +136,7 @@ SCOPED_TESTS = frozenset(
         "primary_key_int_jms__consumer_servers_summarized_consumer_id__server_name__message_partition",
         "primary_key_int_jms__message_ordering_message_key",
         "primary_key_int_jms__messages_summarized_message_key",
+        "primary_key_int_jms__queue_settings_resolved_queue_settings_key",
         "primary_key_int_jms__redelivery_schedule_attempt_key",
         "primary_key_int_messages_classified_message_key",
         "primary_key_int_receive_attempts_bucketed_attempt_bucket_key",
@@ -250,6 +258,12 @@ with connect("local") as engine:
         incremental_log.count("where message_partition in ("),
     ]
     out["batches"] = recorded_batches(engine)
+    out["settings"] = {
+        row[0]: [str(row[1]), row[2]] for row in engine.query(
+            "select queue_name, snapshot_at, max_delivery_attempts "
+            "from poisonwatch_intermediate.int_jms__queue_settings_resolved"
+        )[1]
+    }
     out["latest"] = recorded_latest(engine)
     out["sequenced_sql"] = next(
         r["compiled_code"] for r in results
@@ -347,6 +361,41 @@ def _hold_back(landing: Path, delta: Path) -> int:
             shutil.move(f, delta / dataset / f.name)
             moved += 1
     return moved
+
+
+def _craft_settings(landing: Path, delta: Path) -> dict[str, list]:
+    """Land in the delta two `jms_address_settings` rows: for one queue a snapshot a second
+    after the newest, with that queue's values (so no verdict changes), which must replace its
+    row; for another a late snapshot an hour before the oldest, saying 3 deliveries, which must
+    not. Returns, per queue, [snapshot_at as Spark prints it, max_delivery_attempts] after."""
+    rows = [
+        row
+        for path in sorted((landing / "jms_address_settings").iterdir())
+        for row in pq.read_table(path).to_pylist()
+    ]
+    newest_at = max(r["snapshot_at"] for r in rows)
+    oldest_at = min(r["snapshot_at"] for r in rows)
+    latest = {r["queue_name"]: r for r in sorted(rows, key=lambda r: r["snapshot_at"])}
+    first, second = sorted(latest)[:2]
+    newer = {**latest[first], "snapshot_at": newest_at + timedelta(seconds=1)}
+    late = {**latest[second], "snapshot_at": oldest_at - timedelta(hours=1)}
+    late["max_delivery_attempts"] = 3
+    (delta / "jms_address_settings").mkdir(parents=True, exist_ok=True)
+    (delta / "jms_address_settings" / "crafted.jsonl").write_text(
+        "".join(
+            json.dumps({**r, "snapshot_at": r["snapshot_at"].isoformat()}) + "\n"
+            for r in (newer, late)
+        ),
+        encoding="utf-8",
+    )
+
+    def shown(at: datetime) -> str:
+        return at.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
+
+    return {
+        first: [shown(newer["snapshot_at"]), newer["max_delivery_attempts"]],
+        second: [shown(latest[second]["snapshot_at"]), latest[second]["max_delivery_attempts"]],
+    }
 
 
 def _jms_attempts(folder: Path) -> list[dict]:
@@ -467,6 +516,7 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     generate(landing, seed=31, attempts=6000, chunk_records=300)
     assert _hold_back(landing, delta) == 4
     crafted = _craft_ordering_changes(landing, delta)
+    settings = _craft_settings(landing, delta)
     constants = (
         f"LANDING = {str(landing)!r}\nDELTA = {str(delta)!r}\nVARS = {VARS!r}\n"
         f"MARTS = {list(MARTS)!r}\nSELECT = {SELECT!r}\nRUN_COLUMNS = {RUN_COLUMNS!r}\n"
@@ -538,6 +588,10 @@ def test_incremental_equals_full_refresh(tmp_path: Path) -> None:
     # The crafted late attempts moved one failed message's answer earlier and another's later,
     # in partitions the run did not rewrite: the incremental run's ordering rows have them.
     assert out["crafted"] == out["crafted_full"] == sorted(crafted.values()), crafted
+    # The incremental run took the delta's settings: the newer snapshot replaced its queue's
+    # row, the late older one did not replace the other's.
+    for queue, want in settings.items():
+        assert out["settings"][queue] == want, (queue, out["settings"][queue], want)
     assert set(out["marts"]) == {*MARTS, *RUN_COLUMNS, *ORDERING_COLUMNS}, out["marts"]
     assert all(total > 0 for total, _, _ in out["marts"].values()), out["marts"]
     differing = {

@@ -104,6 +104,16 @@ class Policy:
     def failure_row(self, kind: str, queue: str) -> dict[str, str]:
         return self.failure.get((kind, queue)) or self.failure[(kind, "*")]
 
+    def max_delivery_attempts(self, queue: str, broker: dict[str, int]) -> int:
+        """A JMS queue's row for the queue, else its broker's setting (newest snapshot, -1
+        and blanks ignored), else the `*` row; 10 when the row used leaves it blank."""
+        own = self.failure.get(("jms", queue))
+        if own is None and broker.get(queue, -1) > 0:
+            return broker[queue]
+        value = _num((own or self.failure[("jms", "*")])["max_delivery_attempts"], 10)
+        assert value is not None
+        return value
+
     def is_disposable(self, kind: str, queue: str, message_type: str | None) -> bool:
         return (kind, queue, message_type) in self.disposable or (
             kind,
@@ -126,8 +136,23 @@ def _attempt_key(r: dict[str, Any]) -> tuple[int, str, int]:
     return (to_micros(r["attempted_at"]), r.get("attempt_id") or "", r["_order"])
 
 
+def broker_settings(landing: Path) -> dict[str, int]:
+    """Per queue, max_delivery_attempts of the newest jms_address_settings row (any broker)."""
+    newest: dict[str, tuple[int, str, int]] = {}
+    for r in read_dataset(landing, "jms_address_settings"):
+        key = (to_micros(r["snapshot_at"]), r["broker_name"])
+        value = r.get("max_delivery_attempts")
+        if r["queue_name"] not in newest or key > newest[r["queue_name"]][:2]:
+            newest[r["queue_name"]] = (*key, -1 if value is None else int(value))
+    return {queue: v[2] for queue, v in newest.items()}
+
+
 def _classify_message(
-    kind: str, queue: str, attempts: list[dict[str, Any]], policy: Policy
+    kind: str,
+    queue: str,
+    attempts: list[dict[str, Any]],
+    policy: Policy,
+    broker: dict[str, int] | None = None,
 ) -> tuple[str, str] | None:
     failure_outcomes = SB_FAILURES if kind == "service_broker" else JMS_FAILURES
     success = "committed" if kind == "service_broker" else "acknowledged"
@@ -163,8 +188,7 @@ def _classify_message(
         if len(failed) == threshold:
             return "suspect", "at_threshold"
         return "retrying", "below_threshold"
-    mda = _num(row["max_delivery_attempts"], 10)
-    assert mda is not None
+    mda = policy.max_delivery_attempts(queue, broker or {})
     deliveries = max(len(failed), max(int(a.get("delivery_count") or 0) for a in failed))
     if deliveries >= mda:
         return "poison", "max_deliveries"
@@ -188,10 +212,11 @@ def message_labels(landing: Path, policy: Policy) -> dict[tuple[Any, ...], tuple
         groups[key].append(r)
     for r in read_dataset(landing, "jms_receive_attempts"):
         groups[("jms", r["broker_name"], r["queue_name"], r["message_id"])].append(r)
+    broker = broker_settings(landing)
     for key, attempts in groups.items():
         attempts.sort(key=_attempt_key)
         queue = key[3] if key[0] == "service_broker" else key[2]
-        verdict = _classify_message(key[0], queue, attempts, policy)
+        verdict = _classify_message(key[0], queue, attempts, policy, broker)
         if verdict is not None:
             out[key] = verdict
     return out
