@@ -287,6 +287,12 @@ def refusal(target: BrokerTarget, action: LiveAction) -> str | None:
         dest = target_queue(target, action)
     except ValueError as exc:
         return f"refused: {exc}"
+    return names_refusal(action, dest)
+
+
+def names_refusal(action: LiveAction, dest: str | None) -> str | None:
+    """Why the action's queues (source, original, `dest`) or message id must not reach a
+    broker, on either kind, or None."""
     for name, role in (
         (action.queue_name, "source"),
         (action.orig_queue, "original"),

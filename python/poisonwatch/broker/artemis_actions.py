@@ -39,6 +39,7 @@ from poisonwatch.broker.actions import (
     Outcome,
     ParkRecord,
     Release,
+    names_refusal,
     park_suffix,
     refused_queue,
 )
@@ -198,18 +199,9 @@ class ArtemisActions:
         if action.action_type not in ("dead_letter", "retry_from_dlq", "park", "discard"):
             return f"refused: not a live broker action type: {action.action_type}"
         dest = action.queue_name + park_suffix() if action.action_type == "park" else None
-        for name, role in (
-            (action.queue_name, "source"),
-            (action.orig_queue, "original"),
-            (dest, "destination"),
-        ):
-            why = refused_queue(name, role)
-            if why:
-                return why
-        try:
-            selector_string(action.message_id)
-        except BrokerError as exc:
-            return f"refused: {exc}"
+        why = names_refusal(action, dest)
+        if why:
+            return why
         if action.action_type == "retry_from_dlq" and not action.orig_queue:
             return "no original queue known for this dead-lettered message"
         return None
