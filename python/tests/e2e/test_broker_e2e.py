@@ -276,7 +276,7 @@ def _moved(broker: ActiveMQ) -> int:
 
 def test_apply_on_the_broker_exactly_once_under_kills(world: dict[str, Any]) -> None:
     if "planned" not in world:
-        pytest.skip("needs the scenario of the previous test")
+        pytest.fail("the scenario of the previous test did not finish: nothing to apply")
     broker: ActiveMQ = world["broker"]
     planned = world["planned"]
     total = len(planned)

@@ -215,7 +215,7 @@ APPLICABLE = (
 
 def test_plan_and_apply_on_cluster(cluster: PipelineCluster) -> None:
     if cluster.landing is None:
-        pytest.skip("needs the landing folder and marts of the end-to-end test above")
+        pytest.fail("the end-to-end test above did not leave its landing folder and marts")
     pending = {r["action_id"] for r in cluster.sql_rows(APPLICABLE)}
     assert pending, "the workload should leave something to remediate"
     script = cluster.store.parent / "plan.sql"
@@ -246,7 +246,7 @@ def test_plan_and_apply_on_cluster(cluster: PipelineCluster) -> None:
 
 def test_analyst_queries_a_mart_through_beeline(cluster: PipelineCluster) -> None:
     if cluster.landing is None:
-        pytest.skip("needs the marts built by the end-to-end test above")
+        pytest.fail("the end-to-end test above did not build the marts")
     query = (
         "select classification, count(*) as messages from poisonwatch.poison_messages "
         "group by classification order by classification"
@@ -298,7 +298,7 @@ def _digest_query(c: PipelineCluster) -> str:
 def test_same_marts_as_the_embedded_default(cluster: PipelineCluster) -> None:
     """The issue's bar: the unchanged repository gives the same marts on both engines."""
     if cluster.landing is None or cluster.digest_query is None:
-        pytest.skip("needs the landing folder and marts of the end-to-end test above")
+        pytest.fail("the end-to-end test above did not leave its landing folder and marts")
     local_env = dict(cluster.env)
     local_env.update(
         {

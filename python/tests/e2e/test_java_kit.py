@@ -70,17 +70,6 @@ def _count(broker: Artemis, queue: str) -> int:
     return int(client.request(read))
 
 
-def _board(broker: Artemis) -> dict[str, set[str]]:
-    """consumer_id -> servers reporting, as the fuse board holds them."""
-    client = JolokiaClient(parse_artemis_url(broker.url))
-    found = [q for q in client.queues() if q.name == "poisonwatch.fuse"]
-    out: dict[str, set[str]] = collections.defaultdict(set)
-    for m in client.browse(found[0]) if found else []:
-        props = m.get("StringProperties") or {}
-        out[props.get("consumer_id", "")].add(props.get("server_name", ""))
-    return out
-
-
 def test_records_follow_the_landing_contract_and_the_broker_dead_letters_after_ten(
     broker: Artemis, classpath: str, tmp_path: Path
 ) -> None:
@@ -155,7 +144,7 @@ def test_the_fuse_in_mode_any_stops_the_setting_on_one_report(
     assert out["rc"] == 0 and out["tripped"] and out["disabled"], out
     rows = _records(tmp_path)
     assert len(rows) == 3 and {r["outcome"] for r in rows} == {"rolled_back"}
-    assert _board(broker)["agent.any"] == {"node-a"}
+    assert java_kit.board(broker)["agent.any"] == {"node-a"}
     assert _count(broker, "kit.any") == 5  # nothing lost, nothing dead-lettered
     # Another server's agent of the same setting starts disabled and takes nothing.
     again = _agent(broker, classpath, tmp_path, "kit.any", "agent.any", "node-b", "healthy")
@@ -171,14 +160,14 @@ def test_the_fuse_in_mode_many_needs_two_servers(
                    mode="MANY")  # fmt: skip
     # One server's report: tripped but not disabled, so it went on and the broker dead-lettered.
     assert first["tripped"] and not first["disabled"], first
-    assert _board(broker)["agent.many"] == {"node-a"}
+    assert java_kit.board(broker)["agent.many"] == {"node-a"}
     assert len(_records(tmp_path, "agent.many")) == 3 * ATTEMPTS
     assert _count(broker, "kit.many") == 0
     broker.send("kit.many", [f"n-{i}" for i in range(3)])
     second = _agent(broker, classpath, tmp_path, "kit.many", "agent.many", "node-b", "bug",
                     mode="MANY")  # fmt: skip
     assert second["tripped"] and second["disabled"], second
-    assert _board(broker)["agent.many"] == {"node-a", "node-b"}
+    assert java_kit.board(broker)["agent.many"] == {"node-a", "node-b"}
     assert _count(broker, "kit.many") == 3
     third = _agent(broker, classpath, tmp_path, "kit.many", "agent.many", "node-a", "healthy",
                    mode="MANY")  # fmt: skip

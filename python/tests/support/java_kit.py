@@ -1,15 +1,19 @@
 """The Java consumer kit (`java/`) for tests: `build(folder)` runs its Maven build with the JUnit
 tests into `folder` and returns the agents' class path; `agent(...)` runs the example agent
-(`dev.poisonwatch.kit.example.Agent`) against a real Artemis and returns its summary."""
+(`dev.poisonwatch.kit.example.Agent`) against a real Artemis and returns its summary;
+`board(broker)` reads the fuse board the agents report to."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
+from poisonwatch.broker.artemis import JolokiaClient
+from poisonwatch.broker.profiles import parse_artemis_url
 from support.artemis import Artemis
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -27,7 +31,12 @@ def build(folder: Path) -> str:
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     reports = list((folder / "surefire-reports").glob("TEST-*.xml"))
     ran = sum(int(r.read_text().split('tests="', 1)[1].split('"', 1)[0]) for r in reports)
-    assert ran >= 8, f"JUnit ran {ran} tests"
+    # Every @Test method of java/src/test ran: none skipped, none lost to a broken scan.
+    declared = sum(
+        path.read_text(encoding="utf-8").count("@Test")
+        for path in (ROOT / "java" / "src" / "test").rglob("*.java")
+    )
+    assert ran == declared, f"JUnit ran {ran} tests, java/src/test declares {declared}"
     return os.pathsep.join(
         [str(folder / "classes"), str(folder / "test-classes"), cp_file.read_text().strip()]
     )
@@ -61,3 +70,14 @@ def agent(
         "stderr": proc.stderr[-3000:],
         **(json.loads(lines[-1][2:]) if lines else {}),
     }
+
+
+def board(broker: Artemis) -> dict[str, set[str]]:
+    """consumer_id -> servers reporting, as the fuse board (`poisonwatch.fuse`) holds them."""
+    client = JolokiaClient(parse_artemis_url(broker.url))
+    found = [q for q in client.queues() if q.name == "poisonwatch.fuse"]
+    out: dict[str, set[str]] = collections.defaultdict(set)
+    for m in client.browse(found[0]) if found else []:
+        props = m.get("StringProperties") or {}
+        out[props.get("consumer_id", "")].add(props.get("server_name", ""))
+    return dict(out)
