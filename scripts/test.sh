@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: ruff, the dbt unit tests on an empty store (a failure stops the run
-# there) and sqlfluff, then two lanes side by side: pytest, and beside it the broker, tiny-bench,
-# README and broken-store tests followed by the demo on generated data (dbt build with models,
-# data tests and unit tests; the label agreement it exits on; remediation; the report, checked
-# in Chromium), the great-expectations suites and the alert sequence on the demo's store.
+# there) and sqlfluff, then two lanes side by side: pytest in two workers, and beside it the demo
+# on generated data (dbt build with models, data tests and unit tests; the label agreement it
+# exits on; remediation; the report, checked in Chromium), the great-expectations suites and the
+# alert sequence on the demo's store.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ export POISONWATCH_TARGET=local
 WORK="${POISONWATCH_TEST_WORK:-$ROOT/.poisonwatch/test-run}"
 rm -rf "$WORK"
 mkdir -p "$WORK"
-# The demo's store; pytest and the broker tests get stores of their own (each lane one store).
+# The demo's store; pytest's workers get stores of their own.
 export POISONWATCH_HOME="$WORK/store"
 export TMPDIR="$WORK/tmp"
 mkdir -p "$TMPDIR"
@@ -72,32 +72,17 @@ fi
 # Two worker processes parse and lint what the dbt templater rendered in the main process.
 step sqlfluff sqlfluff lint models analyses --processes 2
 
-# Then two lanes side by side, each in a store of its own, so both cores stay busy:
-#   lane 1: pytest without the tests listed in BESIDE (Spark tests, one at a time);
-#   lane 2: the broker tests (they mostly wait on a real broker), the tiny bench and the store
-#           tests, then the demo and every step on the demo's store.
+# Then two lanes side by side, each in a store of its own:
+#   lane 1: pytest over every module but the cluster-marked ones, in two pytest-xdist workers
+#           that take whole modules, the longest first (conftest.py), each worker with a store
+#           of its own; the broker tests mostly wait on a real broker, so the other worker and
+#           lane 2 use the cores meanwhile;
+#   lane 2: the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
-BESIDE=(
-    python/tests/e2e/test_broker_e2e.py python/tests/e2e/test_broker.py
-    python/tests/e2e/test_broker_hardening.py python/tests/e2e/test_broker_stock.py
-    python/tests/e2e/test_broker_artemis.py python/tests/e2e/test_artemis_actions.py
-    python/tests/e2e/test_java_kit.py python/tests/e2e/test_artemis_oracle.py
-    python/tests/integration/test_bench_spark.py python/tests/integration/test_store.py
-    python/tests/integration/test_readme.py
-)
-
 pytest_main() {
-    local ignore=()
-    for path in "${BESIDE[@]}"; do ignore+=(--ignore "$path"); done
     POISONWATCH_HOME="$WORK/store-pytest" \
-        python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" "${ignore[@]}" \
-        --basetemp "$WORK/pytest-main" --durations=25
-}
-
-pytest_beside() {
-    POISONWATCH_HOME="$WORK/store-beside" \
-        python -m pytest -q -p no:cacheprovider "${BESIDE[@]}" -m "not cluster" \
-        --basetemp "$WORK/pytest-beside" --durations=12
+        python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" \
+        -n 2 --dist loadfile --basetemp "$WORK/pytest" --durations=30
 }
 
 # The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.
@@ -152,7 +137,6 @@ alert_steps() {
 }
 
 lane_two() {
-    step pytest-beside pytest_beside
     demo_and_its_store
 }
 
@@ -164,7 +148,7 @@ step pytest pytest_main
 lane_one_seconds=$SECONDS
 wait "$lane_two_pid"
 trap - EXIT
-echo "--- lane two (the broker tests and the tiny bench, then the demo and the steps on its store; it ran beside"
+echo "--- lane two (the demo and the steps on its store; it ran beside"
 echo "--- pytest, which finished at ${lane_one_seconds} s, and ended at ${SECONDS} s):"
 cat "$LANE_TWO_LOG"
 
