@@ -95,8 +95,14 @@ def to_svg(fig: Figure) -> str:
 
 
 def _counts_axis(axis: Any) -> None:
-    """Counts get whole-number ticks (no 2.5 messages)."""
-    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=3))
+    """Counts get whole-number ticks (no 2.5 messages), also on an axis of small counts: it
+    reaches at least 1, and one whole number in view is enough for the locator (with more
+    required it falls back to fractions, 0.15 arrivals)."""
+    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    limits = getattr(axis.axes, f"get_{axis.axis_name}lim")
+    low, high = limits()
+    if max(low, high) < 1:
+        getattr(axis.axes, f"set_{axis.axis_name}lim")(min(low, high, 0), 1)
 
 
 def _time_axis(ax: Any, maxticks: int = 9, minticks: int = 4) -> None:
@@ -256,6 +262,7 @@ def failure_groups(rows: Sequence[tuple[Any, ...]]) -> str:
         ax.set_yticks(ys, [f"#{y + 1}" for y in ys])
         ax.set_ylim(len(rows) - 0.5, -0.85)
         ax.set_xlim(0, max(r[3] for r in rows) * 1.08)
+        _counts_axis(ax.xaxis)
         ax.grid(axis="x")
         ax.grid(axis="y", visible=False)
         ax.tick_params(axis="y", length=0)
@@ -399,6 +406,7 @@ def actions(rows: Sequence[tuple[str, str, int, int]]) -> str:
         ax.grid(axis="x")
         ax.grid(axis="y", visible=False)
         ax.set_xlabel("actions")
+        _counts_axis(ax.xaxis)
         ax.legend(loc="lower right")
         return to_svg(fig)
 
@@ -422,5 +430,8 @@ def backtest(
             [x + width * (len(shown) - 1) / 2 for x in range(len(rows))],
             [label(r[0], 16) for r in rows], rotation=30, ha="right",
         )  # fmt: skip
+        values = [float(r[list(columns).index(m)] or 0) for r in rows for m in shown]
+        if all(v.is_integer() for v in values):
+            _counts_axis(ax.yaxis)
         fig.legend(loc="outside upper left", ncols=len(shown))
         return to_svg(fig)

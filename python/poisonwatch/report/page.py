@@ -25,7 +25,8 @@ body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans
 header { background: #1d2330; color: #f5f6f8; padding: 18px 28px 14px; }
 header h1 { margin: 0 0 4px; font-size: 22px; font-weight: 600; }
 header .meta { color: #b8c0cc; font-size: 13px; }
-header .meta span { margin-right: 18px; white-space: nowrap; }
+header .meta span { margin-right: 18px; display: inline-block; max-width: 100%;
+  overflow-wrap: anywhere; }
 .tiles { display: flex; flex-wrap: wrap; gap: 10px; margin-top: 14px; }
 .tile { background: #2a3242; border-radius: 6px; padding: 7px 12px; min-width: 92px; }
 .tile b { display: block; font-size: 20px; font-variant-numeric: tabular-nums; }
@@ -41,6 +42,7 @@ h2 { font-size: 17px; margin: 0 0 2px; }
 p.note { color: #5a6372; margin: 0 0 8px; font-size: 13px; }
 figure.chart { margin: 6px 0 10px; }
 figure.chart svg { width: 100%; height: auto; display: block; }
+.table { overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eceef2;
   vertical-align: top; overflow-wrap: break-word; }
@@ -132,7 +134,11 @@ def table(
                 f'<td class="{cls}">{fmt(value)}</td>' if cls else f"<td>{fmt(value)}</td>"
             )
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    # A table wider than its section scrolls in its own box, never the page.
+    return (
+        f'<div class="table"><table><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 @dataclass

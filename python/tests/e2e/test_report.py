@@ -138,3 +138,68 @@ def test_since_durations() -> None:
     for bad in ("", "6", "h", "6x", "-1h", "0h", "1h; drop table x"):
         with pytest.raises(PoisonwatchError):
             parse_duration(bad)
+
+
+def _tick_labels(svg: str, axis: str) -> list[list[str]]:
+    """Per axes of a chart, in drawing order, the labels matplotlib wrote on one axis
+    (`xtick` or `ytick`)."""
+    import re
+
+    groups = re.split(r'<g id="[^"]*-axes_\d+">', svg)[1:]
+    pattern = rf'id="[^"]*-{axis}_\d+">.*?<text[^>]*>([^<]*)</text>'
+    return [re.findall(pattern, group, re.S) for group in groups]
+
+
+def _whole(labels: list[str]) -> bool:
+    return bool(labels) and all(t.replace(",", "").lstrip("−-").isdigit() for t in labels)
+
+
+def test_count_axes_tick_whole_numbers_even_for_small_counts() -> None:
+    """One dead-lettered message in a quiet day: its axis says 0, 1, not 0.15 arrivals."""
+    start = dt.datetime(2026, 11, 20, 8, 0, 0)
+    end = start + dt.timedelta(hours=6)
+    seconds = choose_window(start, end).seconds
+    queue = {"SQL1.q/Q": [(start, 0, 0, 0, 0, 0), (end, 1, 60, 1, 1, 0)]}
+    # (chart, axis, how many of its axes count things: the queue chart's third is the age)
+    count_axes = {
+        "dlq": (charts.dlq_arrivals([(start + (end - start) / 2, 1)], [], start, end, seconds),
+                "ytick", 1),
+        "failures": (charts.failures_over_time([(start, "transient", 1)], start, end, seconds),
+                     "ytick", 1),
+        "poison": (charts.poison_over_time([(start, "jms", "permanent_error", 1)], start, end,
+                                           seconds), "ytick", 1),
+        "actions": (charts.actions([("dead_letter", "pending", 1, 0)]), "xtick", 1),
+        "groups": (charts.failure_groups([("1205", "transient", "deadlock", 1, 1, 1, None, None)]),
+                   "xtick", 1),
+        "backtest": (charts.backtest(["candidate_name", "caught"], [("current", 1), ("t2", 0)],
+                                     ["caught"]), "ytick", 1),
+        "queues": (charts.queue_health(queue, start, end, seconds), "ytick", 2),
+    }  # fmt: skip
+    for name, (svg, axis, counted) in count_axes.items():
+        per_axes = _tick_labels(svg, axis)[:counted]
+        assert len(per_axes) == counted, name
+        for labels in per_axes:
+            assert _whole(labels) and "1" in labels, (name, labels)
+    # The check sees a fractional axis: the backtest's means are not counts.
+    means = charts.backtest(
+        ["candidate_name", "wasted_attempts_mean"], [("current", 0.25), ("t2", 0.5)],
+        ["wasted_attempts_mean"],
+    )  # fmt: skip
+    assert not _whole(_tick_labels(means, "ytick")[0])
+
+
+@pytest.mark.parametrize("width", [1024, 1400])
+def test_the_page_never_scrolls_sideways(tmp_path: Path, width: int) -> None:
+    """From 1,024 px up everything fits the window; a wide table scrolls in its own box."""
+    html = tmp_path / "report.html"
+    html.write_text(page.render(report_data(), "/store/" + "x" * 300, "local", GENERATED))
+    shot = _artifacts(tmp_path) / f"report-{width}.png"
+    result = browser.open_page(html, screenshot=shot, width=width)
+    assert browser.problems(result) == [], width
+    assert result.probe["overflowX"] == 0
+    # The check is not blind: an element wider than the window is reported.
+    wide = tmp_path / "wide.html"
+    block = f'<div style="width:{width + 300}px">x</div></main>'
+    wide.write_text(html.read_text().replace("</main>", block))
+    found = "\n".join(browser.problems(browser.open_page(wide, width=width)))
+    assert "scrolls sideways by" in found and f"at {width} px" in found

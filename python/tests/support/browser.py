@@ -8,6 +8,7 @@ forbids scripts in the page itself (Content-Security-Policy), so the probe runs 
 
 Used by the report tests and, as a script, by scripts/test.sh on the report of its real store:
     python python/tests/support/browser.py REPORT.html --screenshot SHOT.png
+(at 1,024 and 1,400 px wide: the page must not scroll sideways at either).
 Installs Debian's `chromium` when no Chromium is on PATH (apt, under /tmp/apt.lock).
 """
 
@@ -69,6 +70,12 @@ PROBE = """(() => {
     foreign: document.querySelectorAll('iframe, object, embed, img, link[href], base').length,
     bodyText: document.body.innerText,
     height: document.documentElement.scrollHeight,
+    // Wider than the viewport: the page would scroll sideways (and which elements stick out).
+    overflowX: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    wideElements: [...document.querySelectorAll('body *')]
+      .filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)
+      .slice(0, 3).map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+        + (e.className && typeof e.className === 'string' ? '.' + e.className : '')),
   });
 })()"""
 
@@ -78,6 +85,7 @@ class PageResult:
     """What the browser saw."""
 
     probe: dict[str, Any]
+    width: int = 1200  # the viewport's, in CSS pixels
     requests: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     screenshot: Path | None = None
@@ -205,7 +213,7 @@ def open_page(
             cdp.wait_for("Page.loadEventFired", timeout)
             value = cdp.call("Runtime.evaluate", expression=PROBE, returnByValue=True)
             probe = json.loads(value["result"]["value"])
-            result = PageResult(probe=probe)
+            result = PageResult(probe=probe, width=width)
             if screenshot is not None:
                 shot = cdp.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)
                 screenshot.parent.mkdir(parents=True, exist_ok=True)
@@ -262,23 +270,35 @@ def problems(result: PageResult) -> list[str]:
         found.append(f"event-handler attributes in the page: {probe['handlers'][:5]}")
     if probe["foreign"]:
         found.append(f"{probe['foreign']} element(s) that could load something")
+    if probe["overflowX"] > 0:
+        found.append(
+            f"the page scrolls sideways by {probe['overflowX']} px at {result.width} px: "
+            f"{probe['wideElements']}"
+        )
     return found
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("html", type=Path)
-    parser.add_argument("--screenshot", type=Path)
-    args = parser.parse_args(argv)
-    started = time.monotonic()
-    result = open_page(args.html, args.screenshot)
-    found = problems(result)
-    charts = ", ".join(c["name"] for c in result.probe["charts"])
-    print(
-        f"{args.html}: {len(result.probe['sections'])} sections, charts drawn: {charts}; "
-        f"{time.monotonic() - started:.1f} s"
-        + (f"; screenshot {args.screenshot}" if args.screenshot else "")
+    parser.add_argument("--screenshot", type=Path, help="taken at the widest viewport")
+    parser.add_argument(
+        "--widths", default="1024,1400", help="viewport widths to check, in CSS pixels"
     )
+    args = parser.parse_args(argv)
+    widths = sorted(int(w) for w in args.widths.split(","))
+    found = []
+    for width in widths:
+        started = time.monotonic()
+        shot = args.screenshot if width == widths[-1] else None
+        result = open_page(args.html, shot, width=width)
+        found += problems(result)
+        charts = ", ".join(c["name"] for c in result.probe["charts"])
+        print(
+            f"{args.html} at {width} px: {len(result.probe['sections'])} sections, "
+            f"charts drawn: {charts}; {time.monotonic() - started:.1f} s"
+            + (f"; screenshot {shot}" if shot else "")
+        )
     for problem in found:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     return 1 if found else 0
