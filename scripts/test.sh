@@ -113,8 +113,9 @@ demo_and_its_store() {
     # The backtest and the alerts on the demo's store (its workload has the alert scenarios; the
     # demo applied the remediation): the backtest prints a recommendation per queue and agrees
     # with the labels; every scenario's alert is open on its own subject (exit 2: critical);
-    # after a later snapshot (the follow-up) the spike and the stalled queue are resolved, not
-    # merely absent, and no alert of those kinds is open (alert_steps.py reads the JSON).
+    # after a later snapshot (the follow-up) the spike, the stalled and the looping queue are
+    # resolved, not merely absent, and no alert of those kinds is open (alert_steps.py reads
+    # the JSON).
     step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
     step alerts-raised expect_exit 2 poisonwatch alerts
     step alerts-raised-subjects alert_steps raised
@@ -123,7 +124,7 @@ demo_and_its_store() {
     step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
     step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
     step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike \
-        --kind queue_stalled
+        --kind queue_stalled --kind queue_loops_forever
     step alerts-resolved-subjects alert_steps resolved
 }
 

@@ -156,12 +156,16 @@ rollback_state as (
 ),
 
 stream as (
+    {#- The poison-message handling switch (ALTER QUEUE … WITH POISON_MESSAGE_HANDLING) as of
+        each snapshot: the last state row that said on, and the last that said off. #}
     select
         queue_key,
         snapshot_at as event_at,
         1 as event_order,
         cast(null as timestamp) as disabled_event_at,
         case when is_receive_enabled then snapshot_at end as enabled_state_at,
+        case when is_poison_message_handling_enabled then snapshot_at end as handling_on_at,
+        case when not is_poison_message_handling_enabled then snapshot_at end as handling_off_at,
         false as is_snapshot_marker
     from states
     union all
@@ -171,6 +175,8 @@ stream as (
         1 as event_order,
         event_at as disabled_event_at,
         cast(null as timestamp) as enabled_state_at,
+        cast(null as timestamp) as handling_on_at,
+        cast(null as timestamp) as handling_off_at,
         false as is_snapshot_marker
     from disabled_events
     union all
@@ -180,6 +186,8 @@ stream as (
         2 as event_order,
         cast(null as timestamp) as disabled_event_at,
         cast(null as timestamp) as enabled_state_at,
+        cast(null as timestamp) as handling_on_at,
+        cast(null as timestamp) as handling_off_at,
         true as is_snapshot_marker
     from snapshots
 ),
@@ -190,7 +198,9 @@ as_of as (
         event_at as snapshot_at,
         is_snapshot_marker,
         max(disabled_event_at) over queue_history as last_disabled_event_at,
-        max(enabled_state_at) over queue_history as last_enabled_state_at
+        max(enabled_state_at) over queue_history as last_enabled_state_at,
+        max(handling_on_at) over queue_history as last_handling_on_at,
+        max(handling_off_at) over queue_history as last_handling_off_at
     from stream
     window queue_history as (
         partition by queue_key
@@ -204,7 +214,9 @@ snapshot_state as (
         queue_key,
         snapshot_at,
         last_disabled_event_at,
-        last_enabled_state_at
+        last_enabled_state_at,
+        last_handling_on_at,
+        last_handling_off_at
     from as_of
     where is_snapshot_marker
 ),
@@ -237,6 +249,16 @@ joined as (
                 then coalesce(rollback_state.longest_rollback_run, 0)
         end as longest_rollback_run,
         coalesce(state_at_snapshot.is_receive_disabled, false) as is_state_disabled,
+        {#- On unless a state row said off and no later one said on (Service Broker's default);
+            null for JMS queues. #}
+        case
+            when snapshots.broker_kind = 'service_broker'
+                then not coalesce(
+                    snapshot_state.last_handling_off_at
+                    > coalesce(snapshot_state.last_handling_on_at, timestamp '1900-01-01'),
+                    false
+                )
+        end as is_poison_message_handling_enabled,
         snapshots.broker_kind = 'service_broker'
         and (
             coalesce(state_at_snapshot.is_receive_disabled, false)
@@ -281,8 +303,12 @@ select
     poison_message_count,
     current_rollback_run,
     longest_rollback_run,
+    is_poison_message_handling_enabled,
+    {#- With poison-message handling off Service Broker never disables the queue: a poison
+        message is received and rolled back forever (seed 004). #}
     case
         when broker_kind <> 'service_broker' then null
+        when not is_poison_message_handling_enabled then 'loops_forever_risk'
         when current_rollback_run >= {{ disable_at }} then 'disabled'
         when current_rollback_run = {{ disable_at }} - 1 then 'at_risk'
         else 'ok'
@@ -291,6 +317,9 @@ select
     last_enabled_state_at,
     is_state_disabled,
     is_observed_disabled,
-    is_observed_disabled or coalesce(current_rollback_run >= {{ disable_at }}, false)
+    is_observed_disabled
+    or coalesce(
+        is_poison_message_handling_enabled and current_rollback_run >= {{ disable_at }}, false
+    )
         as is_disabled
 from joined

@@ -298,8 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="KIND",
         help="after the regular traffic, raise this alert kind (dlq_arrival_spike, "
-        "queue_stalled, queue_disable_imminent, breaker_tripped_still_receiving, "
-        "new_failure_group, or all); repeatable",
+        "queue_stalled, queue_disable_imminent, queue_loops_forever, "
+        "breaker_tripped_still_receiving, new_failure_group, or all); repeatable",
     )
     p.add_argument(
         "--follow-up",

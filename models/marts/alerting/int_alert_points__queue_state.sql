@@ -1,7 +1,9 @@
 -- Service Broker queue state at each snapshot of the lookback: queue_disabled (observed, or
 -- predicted from the rollbacks in a row) and queue_disable_imminent (threshold rollbacks in a
 -- row, fewer than var('queue_disable_rollbacks'), queue not yet disabled: one more and Service
--- Broker switches the queue off). One point per kind and snapshot.
+-- Broker switches the queue off), one point per kind and snapshot; and queue_loops_forever (a
+-- queue with poison-message handling off holds at least threshold poison messages: it is never
+-- disabled, they are received and rolled back forever), a point per snapshot of such a queue.
 
 {%- set disable_at = var('queue_disable_rollbacks') %}
 
@@ -36,6 +38,7 @@ points as (
         queue_name,
         snapshot_at as point_at,
         current_rollback_run,
+        poison_message_count,
         is_disabled,
         case
             when is_observed_disabled
@@ -56,6 +59,7 @@ points as (
         queue_name,
         snapshot_at as point_at,
         current_rollback_run,
+        poison_message_count,
         is_disabled,
         concat(
             current_rollback_run,
@@ -63,6 +67,25 @@ points as (
             {{ disable_at }}
         ) as detail
     from snapshots
+    union all
+    select
+        'queue_loops_forever' as alert_kind,
+        broker_kind,
+        server_name,
+        database_name,
+        broker_name,
+        queue_name,
+        snapshot_at as point_at,
+        current_rollback_run,
+        poison_message_count,
+        is_disabled,
+        concat(
+            poison_message_count,
+            ' poison message(s) in a queue with POISON_MESSAGE_HANDLING (STATUS = OFF): ',
+            'Service Broker never disables it, each is received and rolled back forever'
+        ) as detail
+    from snapshots
+    where not is_poison_message_handling_enabled
 ),
 
 points_with_policies as (
@@ -103,9 +126,15 @@ evaluated as (
                     current_rollback_run >= threshold
                     and current_rollback_run < {{ disable_at }}
                     and not is_disabled
+            when 'queue_loops_forever' then poison_message_count >= threshold
             else is_disabled
         end as is_firing,
-        cast(current_rollback_run as double) as observed_value,
+        cast(
+            case alert_kind
+                when 'queue_loops_forever' then poison_message_count
+                else current_rollback_run
+            end as double
+        ) as observed_value,
         threshold,
         detail,
         resolved_retention_hours

@@ -19,6 +19,7 @@ ALERT_KINDS = (
     "dlq_arrival_spike",
     "queue_disabled",
     "queue_disable_imminent",
+    "queue_loops_forever",
     "queue_stalled",
     "breaker_tripped_still_receiving",
     "new_failure_group",

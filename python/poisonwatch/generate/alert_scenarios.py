@@ -14,6 +14,9 @@ queue commits what piled up), and a later snapshot of every queue, in a later wi
   receives them: depth and the oldest message's age rise across snapshots.
 - `queue_disable_imminent`: on `FragileQueue` (whole-transaction rollbacks) one message rolls back
   four times in a row and then waits: one more rollback and Service Broker disables the queue.
+- `queue_loops_forever`: `LoopingQueue` runs with POISON_MESSAGE_HANDLING (STATUS = OFF) (seed
+  004): one message rolls back eight times in a row, the queue stays enabled, and the poison
+  message waits for its next receive and rollback.
 - `breaker_tripped_still_receiving`: `agent.unfused` trips (three NullPointerExceptions in a row)
   but keeps receiving: its fuse is not wired in.
 - `new_failure_group`: an error never seen before (8645, a memory-grant timeout) late in the
@@ -37,6 +40,7 @@ ALERT_SCENARIOS = (
     "dlq_arrival_spike",
     "queue_stalled",
     "queue_disable_imminent",
+    "queue_loops_forever",
     "breaker_tripped_still_receiving",
     "new_failure_group",
 )
@@ -44,6 +48,8 @@ MINUTE_US = 60_000_000
 HOUR_US = 60 * MINUTE_US
 STALLED_QUEUE = "StalledQueue"
 FRAGILE_QUEUE = "FragileQueue"
+LOOPING_QUEUE = "LoopingQueue"
+LOOPING_ROLLBACKS = 8
 AUDIT_QUEUE = "AuditQueue"
 SPIKE_CONSUMER = "agent.spike"
 UNFUSED_CONSUMER = "agent.unfused"
@@ -66,7 +72,7 @@ def check_kinds(kinds: list[str]) -> list[str]:
     return [k for k in ALERT_SCENARIOS if k in chosen]
 
 
-def _sb_queue(name: str, style: str) -> SBQueue:
+def _sb_queue(name: str, style: str, poison_message_handling: bool = True) -> SBQueue:
     return SBQueue(
         SERVER,
         DATABASE,
@@ -77,6 +83,7 @@ def _sb_queue(name: str, style: str) -> SBQueue:
         activation_procedure=f"Process{name.removesuffix('Queue')}",
         message_types=[(EXPENSE_REPORT, "X")],
         fixed=True,
+        poison_message_handling=poison_message_handling,
     )
 
 
@@ -86,6 +93,8 @@ def alert_world(eng: Engine, kinds: list[str]) -> None:
         eng.sb_queues.append(_sb_queue(STALLED_QUEUE, "savepoint"))
     if "queue_disable_imminent" in kinds:
         eng.sb_queues.append(_sb_queue(FRAGILE_QUEUE, "whole"))
+    if "queue_loops_forever" in kinds:
+        eng.sb_queues.append(_sb_queue(LOOPING_QUEUE, "whole", poison_message_handling=False))
     if "new_failure_group" in kinds:
         eng.sb_queues.append(_sb_queue(AUDIT_QUEUE, "savepoint"))
     for kind, cid, address, server in (
@@ -173,6 +182,14 @@ def start_alert_scenarios(eng: Engine, kinds: list[str], start_us: int) -> int:
         # four whole-transaction rollbacks in a row, then the reader waits (no fifth)
         _group(eng, FRAGILE_QUEUE, "alerts-fragile", [[fail] * 4], at + 20 * MINUTE_US)
         planned += 5
+    if "queue_loops_forever" in kinds:
+        fail = ("F", _memory_grant_timeout())
+        _group(eng, LOOPING_QUEUE, "alerts-looping-ok", [[("C", None)]], at)
+        # past five rollbacks in a row, and the queue is not disabled: it never will be
+        _group(
+            eng, LOOPING_QUEUE, "alerts-looping", [[fail] * LOOPING_ROLLBACKS], at + 15 * MINUTE_US
+        )
+        planned += 1 + LOOPING_ROLLBACKS
     if "new_failure_group" in kinds:
         _group(
             eng,

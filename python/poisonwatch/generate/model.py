@@ -60,6 +60,7 @@ class SBQueue:
         "name",
         "offset_style",
         "order",
+        "poison_message_handling",
         "run",
         "server",
         "service",
@@ -81,6 +82,7 @@ class SBQueue:
         fixed: bool = False,
         offset_style: bool = False,
         max_readers: int = 5,
+        poison_message_handling: bool = True,
     ):
         self.server = server
         self.database = database
@@ -95,6 +97,8 @@ class SBQueue:
         self.message_types = message_types  # (type name, validation)
         self.errors = errors or {}
         self.offset_style = offset_style
+        # ALTER QUEUE … WITH POISON_MESSAGE_HANDLING (STATUS = OFF): five rollbacks disable nothing.
+        self.poison_message_handling = poison_message_handling
         self.key_json = (
             f'"server_name":{js(server)},"database_name":{js(database)},"queue_name":{js(name)}'
         )

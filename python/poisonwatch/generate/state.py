@@ -256,7 +256,7 @@ class Engine:
             number, message = "null", "null"
         if outcome == "rolled_back":
             q.run += 1
-            if q.run >= 5 and not q.disabled:
+            if q.run >= 5 and not q.disabled and q.poison_message_handling:
                 q.disabled = True
                 q.disabled_at = t
                 ev = t + 3 * MS
@@ -567,7 +567,7 @@ class Engine:
                     not (q.disabled and q.disabled_at is not None and q.disabled_at < t),
                     True,
                     True,
-                    True,
+                    q.poison_message_handling,
                     q.activation_procedure,
                     q.max_readers,
                 )
@@ -684,7 +684,7 @@ class Engine:
         self.clock += 60_000_000
         self.snapshot(self.clock)
         for q in self.sb_queues:
-            latest_disabled = q.disabled or q.run >= 5
+            latest_disabled = q.disabled or (q.poison_message_handling and q.run >= 5)
             self.write_label(
                 {
                     "kind": "queue",
@@ -692,6 +692,7 @@ class Engine:
                     "database_name": q.database,
                     "queue_name": q.name,
                     "is_disabled": latest_disabled,
+                    "loops_forever_risk": not q.poison_message_handling,
                 }
             )
         self.consumer_labels()

@@ -132,12 +132,14 @@ def compare_labels(engine: Engine, labels_path: Path) -> LabelReport:
             engine,
             "queue",
             "select server_name, database_name, queue_name, cast(is_disabled as boolean) "
-            "as is_disabled from pw_labels where kind = 'queue'",
-            "select server_name, database_name, queue_name, is_disabled "
+            "as is_disabled, cast(loops_forever_risk as boolean) as loops_forever_risk "
+            "from pw_labels where kind = 'queue'",
+            "select server_name, database_name, queue_name, is_disabled, "
+            "disable_risk = 'loops_forever_risk' as loops_forever_risk "
             f"from {MART_DB}.queue_health "
             "where broker_kind = 'service_broker' and is_latest_snapshot",
             ["server_name", "database_name", "queue_name"],
-            ["is_disabled"],
+            ["is_disabled", "loops_forever_risk"],
         ),
         _compare(
             engine,

@@ -52,7 +52,8 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 td.time { white-space: nowrap; font-variant-numeric: tabular-nums; }
 td.mono { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 12px; }
 .badge { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 11.5px; }
-.badge.disabled, .badge.critical, .badge.tripped { background: #fde2de; color: #a5281b; }
+.badge.disabled, .badge.critical, .badge.tripped, .badge.loops_forever_risk {
+  background: #fde2de; color: #a5281b; }
 .badge.at_risk, .badge.warning, .badge.pending { background: #fff0d6; color: #8a5a00; }
 .badge.ok, .badge.applied, .badge.resolved { background: #e3f4e1; color: #2d6a27; }
 .badge.awaiting_confirmation { background: #e3ecf6; color: #2b4f78; }
@@ -63,6 +64,7 @@ footer { color: #777; font-size: 12px; text-align: center; padding: 10px; }
 BADGES = {
     "disabled",
     "at_risk",
+    "loops_forever_risk",
     "ok",
     "pending",
     "applied",
@@ -314,8 +316,9 @@ def _queue_section(data: ReportData) -> Section:
         f"The {len(data.queue_series)} queues most at risk: depth and oldest message age (left), "
         f"the run of whole-transaction rollbacks against Service Broker's {ROLLBACK_LIMIT}-rollback"
         " disable (right); red bands are windows in which the queue was disabled. The table shows "
-        "each queue's latest snapshot"
-        + (f" (first 20 of {len(data.queue_latest)})." if more > 0 else "."),
+        "each queue's latest snapshot; loops_forever_risk marks a queue with poison-message "
+        "handling off, which Service Broker never disables: its poison messages are received and "
+        "rolled back forever" + (f" (first 20 of {len(data.queue_latest)})." if more > 0 else "."),
         _chart("queues", lambda: charts.queue_health(data.queue_series, w.start, w.end, w.seconds))
         if data.queue_series
         else None,

@@ -245,13 +245,14 @@ def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
 
 
 def _collect_queues(engine: Engine, data: ReportData, window: Window) -> None:
-    # The latest snapshot of every queue, worst first: disabled, at risk, then deepest.
+    # The latest snapshot of every queue, worst first: disabled, looping or at risk, deepest.
     _, data.queue_latest = engine.query(
         "select broker_kind, server_name, database_name, broker_name, queue_name, snapshot_at, "
         "message_count, oldest_message_age_seconds, poison_message_count, current_rollback_run, "
         f"longest_rollback_run, disable_risk, is_disabled from {MARTS}.queue_health "
         "where is_latest_snapshot order by case disable_risk when 'disabled' then 0 "
-        "when 'at_risk' then 1 else 2 end, is_disabled desc, longest_rollback_run desc nulls last, "
+        "when 'loops_forever_risk' then 1 when 'at_risk' then 1 else 2 end, is_disabled desc, "
+        "longest_rollback_run desc nulls last, "
         "message_count desc, queue_name"
     )
     # Series for the queues that matter most; bucketed so a long history stays small.

@@ -194,6 +194,7 @@ MART_TYPES: dict[str, dict[str, str]] = {
         "snapshot_at": "timestamp", "is_latest_snapshot": "boolean", "message_count": "bigint",
         "oldest_message_age_seconds": "bigint", "poison_message_count": "bigint",
         "current_rollback_run": "int", "longest_rollback_run": "int",
+        "is_poison_message_handling_enabled": "boolean",
         "disable_risk": "string", "is_observed_disabled": "boolean", "is_disabled": "boolean",
     },
     "consumer_circuit_breakers": {
@@ -284,7 +285,8 @@ def mart_rows() -> dict[str, list[dict[str, Any]]]:
             {"queue_health_key": f"q{i}", "broker_kind": "service_broker", **SB,
              "snapshot_at": ts(at), "is_latest_snapshot": at == "11:00", "message_count": n,
              "oldest_message_age_seconds": 60, "poison_message_count": p,
-             "current_rollback_run": 0, "longest_rollback_run": 2, "disable_risk": "ok",
+             "current_rollback_run": 0, "longest_rollback_run": 2,
+             "is_poison_message_handling_enabled": True, "disable_risk": "ok",
              "is_observed_disabled": False, "is_disabled": False}
             for i, (at, n, p) in enumerate([("10:00", 1, 0), ("11:00", 2, 1)])
         ],

@@ -18,6 +18,7 @@ from typing import Any
 
 from poisonwatch.generate.alert_scenarios import (
     FRAGILE_QUEUE,
+    LOOPING_QUEUE,
     SPIKE_CONSUMER,
     STALLED_QUEUE,
     UNFUSED_CONSUMER,
@@ -32,6 +33,7 @@ NEW_ERROR = "error 8645:"
 RAISED = {
     ("queue_disabled", INVENTORY_QUEUE),
     ("queue_disable_imminent", FRAGILE_QUEUE),
+    ("queue_loops_forever", LOOPING_QUEUE),
     ("dlq_arrival_spike", SPIKE_QUEUE),
     ("queue_stalled", STALLED_QUEUE),
     ("new_failure_group", NEW_ERROR),
@@ -40,8 +42,12 @@ RAISED = {
 # the breaker alert before the step reads the mart.
 FIRED = {("breaker_tripped_still_receiving", UNFUSED_CONSUMER)}
 # What the follow-up remediates: these must be resolved (present, not open) afterwards, and no
-# alert of these kinds may be open at all.
-RESOLVED = {("dlq_arrival_spike", SPIKE_QUEUE), ("queue_stalled", STALLED_QUEUE)}
+# alert of these kinds may be open at all (the looping queue's poison message was ended).
+RESOLVED = {
+    ("dlq_arrival_spike", SPIKE_QUEUE),
+    ("queue_stalled", STALLED_QUEUE),
+    ("queue_loops_forever", LOOPING_QUEUE),
+}
 
 
 def subject(alert: dict[str, Any]) -> str:

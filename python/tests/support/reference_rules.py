@@ -225,15 +225,19 @@ def message_labels(landing: Path, policy: Policy) -> dict[tuple[Any, ...], tuple
 # ------------------------------------------------------------------ queues
 
 
-def queue_labels(landing: Path) -> dict[tuple[str, str, str], bool]:
+def queue_labels(landing: Path) -> dict[tuple[str, str, str], tuple[bool, bool]]:
     attempts: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in read_dataset(landing, "ssb_receive_attempts"):
         attempts[(r["server_name"], r["database_name"], r["queue_name"])].append(r)
     states: dict[tuple[str, str, str], list[tuple[int, bool]]] = defaultdict(list)
+    # POISON_MESSAGE_HANDLING as the latest state says (on when no state says off).
+    handling: dict[tuple[str, str, str], tuple[int, bool]] = {}
     for r in read_dataset(landing, "ssb_queue_states"):
-        states[(r["server_name"], r["database_name"], r["queue_name"])].append(
-            (to_micros(r["snapshot_at"]), bool(r["is_receive_enabled"]))
-        )
+        k = (r["server_name"], r["database_name"], r["queue_name"])
+        states[k].append((to_micros(r["snapshot_at"]), bool(r["is_receive_enabled"])))
+        flag = r.get("is_poison_message_handling_enabled")
+        if flag is not None and to_micros(r["snapshot_at"]) >= handling.get(k, (0, True))[0]:
+            handling[k] = (to_micros(r["snapshot_at"]), bool(flag))
     snap_times: dict[tuple[str, str, str], int] = {}
     for r in read_dataset(landing, "ssb_queue_snapshots"):
         k = (r["server_name"], r["database_name"], r["queue_name"])
@@ -258,7 +262,9 @@ def queue_labels(landing: Path) -> dict[tuple[str, str, str], bool]:
                 t > ev and t <= latest and enabled for t, enabled in states.get(q, [])
             ):
                 observed = True
-        out[q] = observed or run >= 5
+        handled = handling.get(q, (0, True))[1]
+        # (is_disabled, loops_forever_risk): with handling off five rollbacks disable nothing.
+        out[q] = (observed or (handled and run >= 5), not handled)
     return out
 
 
@@ -335,9 +341,10 @@ def read_labels(landing: Path) -> dict[str, dict[Any, Any]]:
                 key = ("jms", d["broker_name"], d["queue_name"], d["message_id"])
                 out["message"][key] = (d["classification"], d["reason"])
             elif d["kind"] == "queue":
-                out["queue"][(d["server_name"], d["database_name"], d["queue_name"])] = d[
-                    "is_disabled"
-                ]
+                out["queue"][(d["server_name"], d["database_name"], d["queue_name"])] = (
+                    d["is_disabled"],
+                    d["loops_forever_risk"],
+                )
             else:
                 out["consumer"][d["consumer_id"]] = (d["is_tripped"], d["trip_reason"])
     return out

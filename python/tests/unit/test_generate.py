@@ -20,6 +20,7 @@ from support.reference_rules import derive_labels, read_dataset, read_labels, to
 
 from poisonwatch.config import project_root
 from poisonwatch.generate import DATASET_NAMES, generate, print_summary
+from poisonwatch.generate.alert_scenarios import LOOPING_QUEUE, LOOPING_ROLLBACKS
 from poisonwatch.generate.scenarios import (
     DATABASE,
     EXPECTED,
@@ -141,7 +142,15 @@ def test_attempt_times_never_tie_at_microsecond_precision(landing_a: Path) -> No
     assert len(ids) == len(set(ids))
 
 
-@pytest.mark.parametrize("landing", ["landing_a", "landing_b"])
+@pytest.fixture(scope="module")
+def landing_alerts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """With every alert scenario: their queues and consumers have labels too."""
+    out = tmp_path_factory.mktemp("gen_alerts")
+    generate(out, seed=11, attempts=ATTEMPTS, alert_scenarios=["all"])
+    return out
+
+
+@pytest.mark.parametrize("landing", ["landing_a", "landing_b", "landing_alerts"])
 def test_labels_agree_with_an_independent_reading_of_the_rules(
     landing: str, request: pytest.FixtureRequest
 ) -> None:
@@ -214,7 +223,7 @@ def test_the_seed_documents_scenarios_have_their_labels(landing_a: Path, landing
         assert not missing_or_wrong
         labels = read_labels(folder)
         for queue, disabled in EXPECTED_QUEUES.items():
-            assert labels["queue"][queue] is disabled, queue
+            assert labels["queue"][queue] == (disabled, False), queue
         for cid, reason in EXPECTED_CONSUMERS.items():
             assert labels["consumer"][cid] == (reason is not None, reason), cid
 
@@ -354,3 +363,32 @@ def test_snapshots_show_only_messages_enqueued_by_then(tmp_path: Path) -> None:
             if row["enqueued_at"] is not None:
                 assert row["enqueued_at"] <= row["snapshot_at"], row
     assert rows > 0
+
+
+def test_a_queue_without_poison_message_handling_loops_instead_of_disabling(
+    landing_alerts: Path,
+) -> None:
+    """Seed 004: POISON_MESSAGE_HANDLING (STATUS = OFF). LoopingQueue's message rolls back eight
+    times in a row, its states say handling off, no BROKER_QUEUE_DISABLED event is written, and
+    its label is loops_forever_risk, not disabled; every other queue keeps handling on."""
+    key = (SERVER, DATABASE, LOOPING_QUEUE)
+    states = [
+        r for r in read_dataset(landing_alerts, "ssb_queue_states")
+        if (r["server_name"], r["database_name"], r["queue_name"]) == key
+    ]  # fmt: skip
+    assert states and all(r["is_poison_message_handling_enabled"] is False for r in states)
+    others = [
+        r for r in read_dataset(landing_alerts, "ssb_queue_states") if r["queue_name"] != key[2]
+    ]  # fmt: skip
+    assert others and all(r["is_poison_message_handling_enabled"] is True for r in others)
+    outcomes = [
+        r["outcome"]
+        for r in sorted(
+            read_dataset(landing_alerts, "ssb_receive_attempts"), key=lambda r: r["_order"]
+        )
+        if r["queue_name"] == LOOPING_QUEUE
+    ]
+    assert outcomes == ["committed"] + ["rolled_back"] * LOOPING_ROLLBACKS
+    events = read_dataset(landing_alerts, "ssb_broker_events")
+    assert not [e for e in events if e["queue_name"] == LOOPING_QUEUE]
+    assert read_labels(landing_alerts)["queue"][key] == (False, True)
