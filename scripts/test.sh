@@ -74,15 +74,16 @@ step sqlfluff sqlfluff lint models analyses --processes 2
 
 # Then two lanes side by side, each in a store of its own:
 #   lane 1: pytest over every module but the cluster-marked ones, in two pytest-xdist workers
-#           that take whole modules, the longest first (conftest.py), each worker with a store
-#           of its own; the broker tests mostly wait on a real broker, so the other worker and
-#           lane 2 use the cores meanwhile;
+#           that take whole modules in collection order, the longest first (conftest.py; xdist
+#           would otherwise start with the modules of most tests, and the long modules have
+#           few), each worker with a store of its own; the broker tests mostly wait on a real
+#           broker, so the other worker and lane 2 use the cores meanwhile;
 #   lane 2: the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 pytest_main() {
     POISONWATCH_HOME="$WORK/store-pytest" \
         python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" \
-        -n 2 --dist loadfile --basetemp "$WORK/pytest" --durations=30
+        -n 2 --dist loadfile --no-loadscope-reorder --basetemp "$WORK/pytest" --durations=30
 }
 
 # The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.

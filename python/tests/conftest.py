@@ -18,23 +18,25 @@ from support.child_python import SharedChild
 from support.ci_strict import pytest_runtest_makereport  # noqa: F401
 
 # The modules that take longest, longest first (from the durations `make test` prints): the
-# workers take whole modules (`--dist loadfile`) in collection order, so starting these first
-# keeps one worker from being left with a long module at the end. Every other module follows
-# in its usual order.
+# workers take whole modules (`--dist loadfile --no-loadscope-reorder`) in collection order, so
+# starting these first keeps one worker from being left with a long module at the end. Every
+# other module follows in its usual order.
 LONGEST_FIRST = (
     "integration/test_remediation_apply.py",
     "integration/test_readme.py",
-    "integration/test_incremental.py",
-    "e2e/test_artemis_oracle.py",
     "integration/test_orphan_batches.py",
-    "integration/test_bench_spark.py",
     "integration/test_seed_examples.py",
-    "e2e/test_cluster_security.py",
     "e2e/test_broker_e2e.py",
+    "integration/test_incremental.py",
+    "e2e/test_cluster_security.py",
+    "integration/test_bench_spark.py",
+    "e2e/test_artemis_oracle.py",
+    "integration/test_store.py",
     "integration/test_build_spark.py",
-    "integration/test_checks.py",
     "integration/test_ingest.py",
+    "integration/test_checks.py",
     "integration/test_ingest_committed.py",
+    "integration/test_generic_tests.py",
     "integration/test_carried_runs.py",
     "integration/test_remediation_sql.py",
 )

@@ -69,6 +69,20 @@ def _ids(acts: ArtemisActions, queue: str) -> dict[str, str]:
     return {str(r["body"]): str(r["message_id"]) for r in _rows(acts, queue)}
 
 
+def _all_ids(acts: ArtemisActions, queue: str, bodies: list[str]) -> dict[str, str]:
+    """`_ids` once the queue shows every one of `bodies`: a browse right after a send or a
+    move can miss the last messages on a loaded machine. Fails after 60 s naming what is
+    missing."""
+    deadline = time.monotonic() + 60
+    while True:
+        ids = _ids(acts, queue)
+        missing = sorted(set(bodies) - set(ids))
+        if not missing:
+            return ids
+        assert time.monotonic() < deadline, f"{queue} never showed {missing[:5]}"
+        time.sleep(0.5)
+
+
 def _where(acts: ArtemisActions) -> dict[str, list[str]]:
     """body -> the queues holding a copy of it (every queue but Artemis' own)."""
     acts._queues.clear()
@@ -281,11 +295,11 @@ def test_300_actions_exactly_once_under_kills_and_a_broker_crash(
     _put_stomp(broker, "kill.q", bodies[N_QUEUE // 2 :])
     retry_bodies = [f"r-{i:03d}" for i in range(N_RETRY)]
     broker.send("kill.r", retry_bodies)
-    for body, message_id in _ids(acts, "kill.r").items():
+    for body, message_id in _all_ids(acts, "kill.r", retry_bodies).items():
         assert acts.execute(_action(f"pre-{body}", "dead_letter", "kill.r", message_id)).done
     acts.prune({f"pre-{b}" for b in retry_bodies})
     dlq = _where(acts)[retry_bodies[0]][0]
-    ids, in_dlq = _ids(acts, "kill.q"), _ids(acts, dlq)
+    ids, in_dlq = _all_ids(acts, "kill.q", bodies), _all_ids(acts, dlq, retry_bodies)
     plan = [
         LiveAction(f"q{i:03d}", kinds[i % 3], broker.name, "kill.q", ids[body])
         for i, body in enumerate(bodies)
