@@ -138,12 +138,8 @@ alert_steps() {
     python python/tests/support/alert_steps.py "$1" "$file"
 }
 
-lane_two() {
-    demo_and_its_store
-}
-
 LANE_TWO_LOG="$WORK/lane-two.log"
-lane_two >"$LANE_TWO_LOG" 2>&1 &
+demo_and_its_store >"$LANE_TWO_LOG" 2>&1 &
 lane_two_pid=$!
 trap "pkill -P $lane_two_pid 2>/dev/null; kill $lane_two_pid 2>/dev/null" EXIT
 step pytest pytest_main
