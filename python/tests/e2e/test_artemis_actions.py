@@ -115,7 +115,9 @@ def test_each_action_puts_the_message_where_it_belongs_once(broker: Artemis) -> 
     acts = _actions(broker)
     broker.send("act.orders", ["j-dead", "j-park", "j-gone", "j-stay"])
     _put_stomp(broker, "act.orders", ["s-dead", "s-park", "s-gone"])
-    ids = _ids(acts, "act.orders")
+    ids = _all_ids(
+        acts, "act.orders", ["j-dead", "j-park", "j-gone", "j-stay", "s-dead", "s-park", "s-gone"]
+    )
     assert ids["j-dead"].startswith("ID:") and ids["s-dead"].isdigit()
     first = [
         _action("a1", "dead_letter", "act.orders", ids["j-dead"]),
@@ -142,7 +144,7 @@ def test_each_action_puts_the_message_where_it_belongs_once(broker: Artemis) -> 
     assert acts.journal_ids() == []
 
     # Seed 002's group operation: back to the original subscription's queue, by id in the DLQ.
-    in_dlq = _ids(acts, dlq)
+    in_dlq = _all_ids(acts, dlq, ["j-dead", "s-dead"])
     retries = [
         _action(f"r-{b}", "retry_from_dlq", dlq, in_dlq[b], orig_queue="act.orders")
         for b in ("j-dead", "s-dead")
@@ -170,7 +172,7 @@ def test_each_action_puts_the_message_where_it_belongs_once(broker: Artemis) -> 
 def test_a_message_in_delivery_is_busy_until_the_consumer_lets_go(broker: Artemis) -> None:
     acts = _actions(broker)
     broker.send("act.busy", ["held"])
-    message_id = _ids(acts, "act.busy")["held"]
+    message_id = _all_ids(acts, "act.busy", ["held"])["held"]
     got: list[Any] = []
 
     class Hold(stomp.ConnectionListener):
