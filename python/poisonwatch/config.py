@@ -12,11 +12,13 @@ import fcntl
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -379,6 +381,34 @@ def class_archive_options(java: JavaInfo) -> str:
     return f"-XX:SharedArchiveFile={path} -Xlog:cds*=off"
 
 
+@contextlib.contextmanager
+def _launch_environment(archive: str) -> Iterator[None]:
+    """The environment Spark's launcher sees while the driver JVM starts. The launcher puts
+    $SPARK_CONF_DIR first on the driver's class path, and a JVM whose class path is not the
+    archive's maps none of the archive. So with an archive the folder stays off the class
+    path: its spark-defaults.conf goes to spark-submit as `--properties-file` instead (the
+    folder's other files are not read), and the environment is as it was afterwards."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not archive or not conf_dir:
+        yield
+        return
+    saved = {k: os.environ.get(k) for k in ("SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS")}
+    submit_args = saved["PYSPARK_SUBMIT_ARGS"] or "pyspark-shell"
+    defaults = Path(conf_dir) / "spark-defaults.conf"
+    if defaults.is_file() and "--properties-file" not in submit_args:
+        submit_args = f"--properties-file {shlex.quote(str(defaults))} {submit_args}"
+    os.environ.pop("SPARK_CONF_DIR")
+    os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def check_jars() -> None:
     """Raise a PoisonwatchError when the folder of $POISONWATCH_JARS holds no jar: Spark would
     start and fail later, at the first table, with "Cannot find catalog plugin class"."""
@@ -430,7 +460,8 @@ def spark_session(target: str | None = None) -> SparkSession:
     for key, value in conf.items():
         builder = builder.config(key, value)
     try:
-        spark = builder.getOrCreate()
+        with _launch_environment(archive):
+            spark = builder.getOrCreate()
     except Exception as exc:  # the JVM failed to start: say why without a Py4J trace
         raise PoisonwatchError(f"Spark did not start: {exc}") from exc
     spark.sparkContext.setLogLevel("ERROR")

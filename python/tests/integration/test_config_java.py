@@ -5,6 +5,7 @@ one is refused, and a driver starts with the archive and a Spark configuration f
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -113,13 +114,16 @@ def test_commands_start_spark_with_the_archive_and_the_options(tmp_path: Path) -
     a Spark configuration folder ($SPARK_CONF_DIR, as scripts/test.sh writes one) reaches it
     with its settings and its spark.driver.defaultJavaOptions beside the profile's own options,
     and a store folder with a space survives Spark's splitting of the options (the profile
-    quotes it)."""
+    quotes it). The archive is seen mapped in the JVM's own class-load log: Spark's launcher
+    puts a configuration folder first on the class path, where it would unmap the archive."""
     archive = config.class_archive_path(config.check_java())
     conf_dir = tmp_path / "spark-conf"
     conf_dir.mkdir()
+    loaded = tmp_path / "classes.log"
     (conf_dir / "spark-defaults.conf").write_text(
         "spark.sql.codegen.wholeStage false\n"
-        "spark.driver.defaultJavaOptions -Dpoisonwatch.probe=on -XX:+UseSerialGC\n"
+        "spark.driver.defaultJavaOptions -Dpoisonwatch.probe=on -XX:+UseSerialGC "
+        f"-Xlog:class+load=info:file={loaded}\n"
     )
     env = dict(os.environ, POISONWATCH_HOME=str(tmp_path / "a store"), SPARK_CONF_DIR=str(conf_dir))
     env.pop(config.CLASS_ARCHIVE_ENV, None)
@@ -134,6 +138,13 @@ def test_commands_start_spark_with_the_archive_and_the_options(tmp_path: Path) -
     options = row.pop("options")
     assert f"-XX:SharedArchiveFile={archive} -Xlog:cds*=off" in options
     assert row == {"probe": "on", "derby_home": env["POISONWATCH_HOME"], "whole_stage": "false"}
+    # Spark's own classes came from the archive (its top layer), not from their jars.
+    sources = collections.Counter(
+        line.rsplit("source: ", 1)[-1].strip()
+        for line in loaded.read_text().splitlines()
+        if "source: " in line
+    )
+    assert sources["shared objects file (top)"] > 10_000, sources.most_common(5)
 
 
 def test_only_earlier_per_venv_archives_are_removed(

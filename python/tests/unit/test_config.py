@@ -117,3 +117,35 @@ def test_class_archive_options_follow_the_file(
     assert config.class_archive_options(java) == ""
     monkeypatch.setenv(config.CLASS_ARCHIVE_DUMP_ENV, str(tmp_path / "new.jsa"))
     assert config.class_archive_options(java) == f"-XX:ArchiveClassesAtExit={tmp_path / 'new.jsa'}"
+
+
+def test_a_spark_configuration_folder_is_read_off_the_class_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an archive, the launcher gets the folder's spark-defaults.conf as its properties
+    file and no SPARK_CONF_DIR (which would come first on the class path and unmap the
+    archive); a user's own --properties-file wins; the environment is restored after."""
+    folder = tmp_path / "my conf"
+    folder.mkdir()
+    (folder / "spark-defaults.conf").write_text("spark.sql.codegen.wholeStage false\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(folder))
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS", raising=False)
+    seen: list[tuple[str | None, str | None]] = []
+
+    def launch(archive: str) -> None:
+        with config._launch_environment(archive):
+            seen.append((os.environ.get("SPARK_CONF_DIR"), os.environ.get("PYSPARK_SUBMIT_ARGS")))
+
+    launch("-XX:SharedArchiveFile=/a.jsa")
+    defaults = folder / "spark-defaults.conf"
+    assert seen.pop() == (None, f"--properties-file '{defaults}' pyspark-shell")
+    assert os.environ["SPARK_CONF_DIR"] == str(folder) and "PYSPARK_SUBMIT_ARGS" not in os.environ
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--properties-file /mine.conf pyspark-shell")
+    launch("-XX:SharedArchiveFile=/a.jsa")
+    assert seen.pop() == (None, "--properties-file /mine.conf pyspark-shell")
+    launch("")  # no archive: Spark's launcher as usual
+    assert seen.pop() == (str(folder), "--properties-file /mine.conf pyspark-shell")
+    defaults.unlink()
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    launch("-XX:SharedArchiveFile=/a.jsa")
+    assert seen.pop() == (None, "pyspark-shell")
