@@ -66,7 +66,7 @@ from poisonwatch.ingest.sql import (
 )
 from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.engine import Engine
-from poisonwatch.warehouse.partitions import drop_partitions, partition_values
+from poisonwatch.warehouse.partitions import drop_partitions, partition_values_by_table
 from poisonwatch.warehouse.schemas import (
     DATASETS,
     LEDGER_TABLE,
@@ -296,13 +296,10 @@ def drop_orphan_batches(engine: Engine) -> list[str]:
     _, rows = engine.query(f"select distinct _batch_id from {_table(LEDGER_TABLE)}")
     committed = {str(r[0]) for r in rows}
     dropped: set[str] = set()
-    for table in [*DATASETS, REJECTS_TABLE]:
-        orphans = {
-            batch
-            for batch in partition_values(engine, _table(table), "_batch_id") or []
-            if BATCH_RE.fullmatch(batch) and batch not in committed
-        }
-        drop_partitions(engine, _table(table), "_batch_id", orphans)
+    tables = [_table(t) for t in [*DATASETS, REJECTS_TABLE]]
+    for table, batches in partition_values_by_table(engine, tables, "_batch_id").items():
+        orphans = {b for b in batches or [] if BATCH_RE.fullmatch(b) and b not in committed}
+        drop_partitions(engine, table, "_batch_id", orphans)
         dropped |= orphans
     return sorted(dropped)
 

@@ -39,10 +39,10 @@ from poisonwatch.remediation.ledger import (
     ApplyLock,
     crash_during,
     ensure_ops_tables,
+    is_run_partitioned,
     new_run_id,
     ops_database,
     recover,
-    run_partitions,
     scripts_dir,
     sql_string,
     utcnow,
@@ -479,7 +479,7 @@ def apply_actions(
         if not plan.actions:
             console.print("[green]Nothing to apply.[/green]")
             return result
-        partitioned = {t: run_partitions(engine, t) is not None for t in EFFECT_TABLES}
+        partitioned = {t: is_run_partitioned(engine, t) for t in EFFECT_TABLES}
         if any(a["action_type"] in MESSAGE_ACTION_TYPES for a in plan.actions):
             cache_message_context(engine, filters)
             cached = True

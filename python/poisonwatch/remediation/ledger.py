@@ -33,7 +33,11 @@ from poisonwatch.config import (
     table_format,
     take_file_lock,
 )
-from poisonwatch.warehouse.partitions import drop_partitions, partition_values
+from poisonwatch.warehouse.partitions import (
+    drop_partitions,
+    is_partitioned_by,
+    partition_values_by_table,
+)
 
 OPS_DATABASE = "poisonwatch_ops"
 MART_DATABASE = "poisonwatch"
@@ -254,9 +258,21 @@ def committed_run_ids(engine: Any) -> set[str]:
     return {str(r[0]) for r in rows if r[0] is not None}
 
 
-def run_partitions(engine: Any, table: str) -> list[str] | None:
-    """run_id values of the table's partitions; None when it is not partitioned by run_id."""
-    return partition_values(engine, f"`{ops_database()}`.`{table}`", "run_id")
+def _ops_table(table: str) -> str:
+    return f"`{ops_database()}`.`{table}`"
+
+
+def run_partitions(engine: Any) -> dict[str, list[str] | None]:
+    """Per effect table, the run_id values of its partitions; None for a table that is not
+    partitioned by run_id."""
+    listed = partition_values_by_table(engine, [_ops_table(t) for t in EFFECT_TABLES], "run_id")
+    return {table: listed[_ops_table(table)] for table in EFFECT_TABLES}
+
+
+def is_run_partitioned(engine: Any, table: str) -> bool:
+    """Whether the effect table is partitioned by run_id (apply then writes a run's rows in a
+    partition of its own, which recovery can drop)."""
+    return is_partitioned_by(engine, _ops_table(table), "run_id")
 
 
 @dataclass
@@ -282,8 +298,7 @@ def recover(engine: Any) -> Recovery:
     committed = committed_run_ids(engine)
     dropped: dict[str, list[str]] = {}
     unpartitioned: dict[str, int] = {}
-    for table in EFFECT_TABLES:
-        runs = run_partitions(engine, table)
+    for table, runs in run_partitions(engine).items():
         if runs is None:
             # Not partitioned (created elsewhere): cannot drop; count what readers must ignore.
             n = engine.scalar(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from poisonwatch.textsafe import sql_string
@@ -29,18 +29,18 @@ def table_provider(engine: Any, table: str) -> str:
     return table_information(engine, table).get("provider", "").lower()
 
 
-def partition_values(engine: Any, table: str, column: str) -> list[str] | None:
-    """The values of partition column `column` in `table`; None when it is not partitioned
-    by that column."""
-    if table_provider(engine, table) == "delta":
-        names, rows = engine.query(f"describe detail {table}")
-        columns = rows[0][list(names).index("partitionColumns")] if rows else []
-        if isinstance(columns, str):  # over Thrift an array arrives as JSON text
-            columns = json.loads(columns)
-        if column not in list(columns or []):
-            return None
-        _, rows = engine.query(f"select distinct `{column}` from {table}")
-        return sorted(str(r[0]) for r in rows if r[0] is not None)
+def _delta_partition_columns(engine: Any, table: str) -> list[str]:
+    """The partition columns of Delta table `table` (quoted name), from its log."""
+    names, rows = engine.query(f"describe detail {table}")
+    columns = rows[0][list(names).index("partitionColumns")] if rows else []
+    if isinstance(columns, str):  # over Thrift an array arrives as JSON text
+        columns = json.loads(columns)
+    return [str(c) for c in columns or []]
+
+
+def _metastore_partition_values(engine: Any, table: str, column: str) -> list[str] | None:
+    """A Parquet table's values of `column` from the metastore's partitions; None when it is
+    not partitioned by that column."""
     try:
         _, rows = engine.query(f"show partitions {table}")
     except Exception:
@@ -52,6 +52,46 @@ def partition_values(engine: Any, table: str, column: str) -> list[str] | None:
             if key == column:
                 out.append(urllib.parse.unquote(value))
     return out if out or not rows else None
+
+
+def partition_values_by_table(
+    engine: Any, tables: Sequence[str], column: str
+) -> dict[str, list[str] | None]:
+    """`partition_values` of each of `tables` (quoted names). The Delta tables' values come
+    from one query for all of them: recovery lists every raw table or ledger at each start,
+    and a Spark job per table cost more than the listing."""
+    found: dict[str, list[str] | None] = {}
+    delta: list[str] = []
+    for table in tables:
+        if table_provider(engine, table) != "delta":
+            found[table] = _metastore_partition_values(engine, table, column)
+        elif column in _delta_partition_columns(engine, table):
+            delta.append(table)
+        else:
+            found[table] = None
+    if delta:
+        _, rows = engine.query(
+            " union all ".join(
+                f"select {i} as t, cast(`{column}` as string) as v from {table} group by `{column}`"
+                for i, table in enumerate(delta)
+            )
+        )
+        for i, table in enumerate(delta):
+            found[table] = sorted(str(v) for t, v in rows if int(t) == i and v is not None)
+    return {table: found[table] for table in tables}
+
+
+def partition_values(engine: Any, table: str, column: str) -> list[str] | None:
+    """The values of partition column `column` in `table`; None when it is not partitioned
+    by that column."""
+    return partition_values_by_table(engine, [table], column)[table]
+
+
+def is_partitioned_by(engine: Any, table: str, column: str) -> bool:
+    """Whether `table` is partitioned by `column`, without reading its rows."""
+    if table_provider(engine, table) == "delta":
+        return column in _delta_partition_columns(engine, table)
+    return _metastore_partition_values(engine, table, column) is not None
 
 
 def drop_partitions(engine: Any, table: str, column: str, values: Iterable[str]) -> None:

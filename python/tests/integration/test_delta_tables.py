@@ -16,7 +16,8 @@ SCRIPT = """
 import json
 from poisonwatch.config import spark_session
 from poisonwatch.warehouse.engine import connect
-from poisonwatch.warehouse.partitions import drop_partitions, partition_values, table_provider
+from poisonwatch.warehouse.partitions import (
+    drop_partitions, is_partitioned_by, partition_values, partition_values_by_table, table_provider)
 from poisonwatch.warehouse.schemas import create_raw_tables
 
 out = {}
@@ -41,6 +42,17 @@ with connect("local") as engine:
             "other_column": partition_values(engine, t, "n"),
             "rows": [r[0] for r in engine.query(f"select n from {t}")[1]],
         }
+    # Several tables at once (recovery's listing): Delta ones in one query, the others as one.
+    many = [f"`default`.`many_{name}`" for name in ("delta", "parquet", "empty")]
+    for t, fmt in zip(many, ("delta", "parquet", "delta")):
+        engine.execute(
+            f"create table {t} (n int, run_id string) using {fmt} partitioned by (run_id)"
+        )
+    for t in many[:2]:
+        engine.execute(f"insert into {t} values (1, 'a'), (2, 'b'), (3, 'b')")
+    many += ["`raw`.`ssb_receive_attempts`", "`default`.`runs_delta`"]
+    out["many"] = partition_values_by_table(engine, many, "run_id")
+    out["partitioned_by"] = [is_partitioned_by(engine, t, "run_id") for t in many]
     names, rows = engine.query("describe history `default`.`runs_delta`")
     out["history"] = [r[list(names).index("operation")] for r in rows]
 print("RESULT " + json.dumps(out))
@@ -67,5 +79,14 @@ def test_delta_tables_and_partition_recovery(tmp_path: Path) -> None:
         assert got["after"] == ["r1"], got
         assert got["other_column"] is None, got
         assert got["rows"] == [1], got
+    listed = {t: None if v is None else sorted(v) for t, v in out["many"].items()}
+    assert listed == {
+        "`default`.`many_delta`": ["a", "b"],
+        "`default`.`many_parquet`": ["a", "b"],
+        "`default`.`many_empty`": [],
+        "`raw`.`ssb_receive_attempts`": None,
+        "`default`.`runs_delta`": ["r1"],
+    }, listed
+    assert out["partitioned_by"] == [True, True, True, False, True], out["partitioned_by"]
     # On Delta each removal is one commit, visible in the table's history; none removes nothing.
     assert out["history"].count("DELETE") == 2, out["history"]
