@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.child_python import run_cli_calls
 
 from poisonwatch import config
 
@@ -73,20 +74,16 @@ def test_sql_command_formats(tmp_path: Path) -> None:
         "select 1 as n, 'it''s ok' as s, timestamp'2026-03-01 10:00:00.123456' as at "
         "union all select 2, null, null"
     )
-    rows = _sql_json(env, query)
-    assert rows == [
+    as_json, as_csv = run_cli_calls(
+        [["sql", query, "--format", "json"], ["sql", query, "--format", "csv"]], env
+    )
+    assert as_json.returncode == as_csv.returncode == 0, as_json.stderr + as_csv.stderr
+    assert [json.loads(line) for line in as_json.stdout.splitlines()] == [
         {"n": 1, "s": "it's ok", "at": "2026-03-01T10:00:00.123456Z"},
         {"n": 2, "s": None, "at": None},
     ]
-    proc = subprocess.run(
-        [str(BIN / "poisonwatch"), "sql", query, "--format", "csv"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert proc.stdout.splitlines()[0] == "n,s,at"
-    assert proc.stdout.splitlines()[1].startswith("1,it's ok,2026-03-01T10:00:00.123456")
+    assert as_csv.stdout.splitlines()[0] == "n,s,at"
+    assert as_csv.stdout.splitlines()[1].startswith("1,it's ok,2026-03-01T10:00:00.123456")
 
 
 def test_setup_wrote_a_class_archive_that_maps_and_a_cut_one_is_refused(tmp_path: Path) -> None:

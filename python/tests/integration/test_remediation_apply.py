@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.child_python import run_py
+from support.child_python import run_cli_calls, run_py
 from support.fixtures.remediation import BIG_ERROR_CHARS, HANDLE_DISPOSABLE, HIJACK, JMS_POISON_IDS
 
 pytestmark = pytest.mark.slow
@@ -160,8 +160,11 @@ def test_hostile_text_is_inert_in_every_output(store: dict[str, str]) -> None:
         "from poisonwatch.poison_messages "
         "where broker_kind = 'jms' and classification = 'poison' order by message_id"
     )
-    outputs = {fmt: pw(store, "sql", "--format", fmt, sql) for fmt in ("table", "csv", "json")}
-    outputs["plan"] = pw(store, "plan", "--type", "dead_letter")
+    # What each command prints, in one child and one JVM (support.child_python.run_cli_calls).
+    calls = {fmt: ["sql", "--format", fmt, sql] for fmt in ("table", "csv", "json")}
+    calls["plan"] = ["plan", "--type", "dead_letter"]
+    done = run_cli_calls(list(calls.values()), {**store, "COLUMNS": "200"})
+    outputs = dict(zip(calls, done, strict=True))
     for name, proc in outputs.items():
         assert proc.returncode == 0, (name, proc.stdout[-2000:], proc.stderr[-2000:])
         for raw in ("\x1b", "\u202e", "\x07"):

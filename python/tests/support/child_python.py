@@ -46,6 +46,32 @@ def run_py(code: str, env: dict[str, str], timeout: float = 1200) -> Any:
     return last_result(proc.stdout)
 
 
+# Several commands in one child: each `main(ARGS)` as `poisonwatch ARGS` runs it, with what it
+# prints to sys.stdout and sys.stderr captured, and its exit code.
+CLI_CALLS = """
+import contextlib, io, json
+from poisonwatch.cli import main
+out = []
+for args in CALLS:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(args)
+    out.append([args, code, stdout.getvalue(), stderr.getvalue()])
+print("@@" + json.dumps(out))
+"""
+
+
+def run_cli_calls(
+    calls: list[list[str]], env: dict[str, str]
+) -> list[subprocess.CompletedProcess[str]]:
+    """`poisonwatch ARGS` for each of `calls`, one after another in one child process and one
+    Spark JVM, for tests of what commands print (a JVM start per command would prove nothing
+    more). The JVM's own output is not among what is captured."""
+    result = run_py(f"CALLS = {calls!r}\n" + CLI_CALLS, env)
+    assert result is not None, "the child printed no result"
+    return [subprocess.CompletedProcess(a, code, out, err) for a, code, out, err in result]
+
+
 def run_cli(args: list[str], env: dict[str, str], crash_at: str | None = None) -> str:
     """`poisonwatch ARGS` as a user runs it, in its own process group; with `crash_at`, killed
     with SIGKILL at that crash point (config.crash_point), which the test then expects. Returns
