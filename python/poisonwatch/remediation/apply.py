@@ -39,7 +39,6 @@ from poisonwatch.remediation.ledger import (
     ApplyLock,
     crash_during,
     ensure_ops_tables,
-    is_run_partitioned,
     new_run_id,
     ops_database,
     recover,
@@ -479,7 +478,7 @@ def apply_actions(
         if not plan.actions:
             console.print("[green]Nothing to apply.[/green]")
             return result
-        partitioned = {t: is_run_partitioned(engine, t) for t in EFFECT_TABLES}
+        partitioned = recovery.partitioned  # the lease keeps the ledgers as recovery saw them
         if any(a["action_type"] in MESSAGE_ACTION_TYPES for a in plan.actions):
             cache_message_context(engine, filters)
             cached = True

@@ -33,11 +33,7 @@ from poisonwatch.config import (
     table_format,
     take_file_lock,
 )
-from poisonwatch.warehouse.partitions import (
-    drop_partitions,
-    is_partitioned_by,
-    partition_values_by_table,
-)
+from poisonwatch.warehouse.partitions import drop_partitions, partition_values_by_table
 
 OPS_DATABASE = "poisonwatch_ops"
 MART_DATABASE = "poisonwatch"
@@ -269,17 +265,14 @@ def run_partitions(engine: Any) -> dict[str, list[str] | None]:
     return {table: listed[_ops_table(table)] for table in EFFECT_TABLES}
 
 
-def is_run_partitioned(engine: Any, table: str) -> bool:
-    """Whether the effect table is partitioned by run_id (apply then writes a run's rows in a
-    partition of its own, which recovery can drop)."""
-    return is_partitioned_by(engine, _ops_table(table), "run_id")
-
-
 @dataclass
 class Recovery:
     dropped: dict[str, list[str]]
     unpartitioned: dict[str, int]
     aborted_scripts: list[Path]
+    # Per effect table, whether it is partitioned by run_id: apply then writes each run's rows
+    # in a partition of its own, which the next recovery can drop.
+    partitioned: dict[str, bool]
 
     @property
     def anything(self) -> bool:
@@ -298,7 +291,8 @@ def recover(engine: Any) -> Recovery:
     committed = committed_run_ids(engine)
     dropped: dict[str, list[str]] = {}
     unpartitioned: dict[str, int] = {}
-    for table, runs in run_partitions(engine).items():
+    listed = run_partitions(engine)
+    for table, runs in listed.items():
         if runs is None:
             # Not partitioned (created elsewhere): cannot drop; count what readers must ignore.
             n = engine.scalar(
@@ -321,7 +315,8 @@ def recover(engine: Any) -> Recovery:
             target.parent.mkdir(exist_ok=True)
             path.replace(target)
             aborted.append(target)
-    return Recovery(dropped, unpartitioned, aborted)
+    partitioned = {table: runs is not None for table, runs in listed.items()}
+    return Recovery(dropped, unpartitioned, aborted, partitioned)
 
 
 # --- crash injection (tests) -----------------------------------------------------------------

@@ -58,8 +58,7 @@ def partition_values_by_table(
     engine: Any, tables: Sequence[str], column: str
 ) -> dict[str, list[str] | None]:
     """`partition_values` of each of `tables` (quoted names). The Delta tables' values come
-    from one query for all of them: recovery lists every raw table or ledger at each start,
-    and a Spark job per table cost more than the listing."""
+    from one query for all of them: recovery lists every raw table or ledger at each start."""
     found: dict[str, list[str] | None] = {}
     delta: list[str] = []
     for table in tables:
@@ -85,13 +84,6 @@ def partition_values(engine: Any, table: str, column: str) -> list[str] | None:
     """The values of partition column `column` in `table`; None when it is not partitioned
     by that column."""
     return partition_values_by_table(engine, [table], column)[table]
-
-
-def is_partitioned_by(engine: Any, table: str, column: str) -> bool:
-    """Whether `table` is partitioned by `column`, without reading its rows."""
-    if table_provider(engine, table) == "delta":
-        return column in _delta_partition_columns(engine, table)
-    return _metastore_partition_values(engine, table, column) is not None
 
 
 def drop_partitions(engine: Any, table: str, column: str, values: Iterable[str]) -> None:
