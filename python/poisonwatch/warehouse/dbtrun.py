@@ -10,7 +10,10 @@ the run fails, the failing nodes and their errors are printed with the log's pat
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +33,47 @@ FAILED_STATUSES = {"error", "fail", "runtime error"}
 def target_path() -> Path:
     """dbt's target folder for runs from here (manifest, run_results.json), inside the store."""
     return home() / "dbt_target"
+
+
+PARSE_FILE = "partial_parse.msgpack"
+
+
+def parse_cache(target: str) -> Path:
+    """The project's last parse for `target`, kept in the virtualenv (one per checkout), from
+    which a store without one starts: dbt checks it against the project's files, version,
+    variables and profile, and parses only what differs."""
+    checkout = hashlib.sha256(str(project_root()).encode()).hexdigest()[:12]
+    return Path(sys.prefix) / "share" / "poisonwatch" / "dbt-parse" / checkout / target / PARSE_FILE
+
+
+def _start_from_cached_parse(target: str) -> None:
+    mine, cached = target_path() / PARSE_FILE, parse_cache(target)
+    if mine.exists() or not cached.is_file():
+        return
+    try:
+        mine.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cached, mine)
+    except OSError:
+        pass  # a cache: without it dbt parses the whole project
+
+
+def _keep_parse(target: str, args: Sequence[str]) -> None:
+    """Keep this store's parse for the next new store; not one made with --vars of a run's own,
+    which the next store would parse again."""
+    mine, cached = target_path() / PARSE_FILE, parse_cache(target)
+    if "--vars" in args or not mine.is_file():
+        return
+    try:
+        data = mine.read_bytes()
+        if cached.is_file() and cached.read_bytes() == data:
+            return
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        # Written beside and renamed, so a reader in another process sees the old or the new one.
+        partial = cached.with_name(f"{PARSE_FILE}.{os.getpid()}.tmp")
+        partial.write_bytes(data)
+        os.replace(partial, cached)
+    except OSError:
+        pass
 
 
 def dbt_log_path() -> Path:
@@ -133,10 +177,12 @@ def run_dbt(
     )
     tracker = _Tracker(progress)
     started = time.monotonic()
+    _start_from_cached_parse(name)
     with progress:
         tracker.task = progress.add_task(title, total=None, node="parsing the project")
         result = dbtRunner(callbacks=[tracker]).invoke(full)
     elapsed = time.monotonic() - started
+    _keep_parse(name, args)
     log = dbt_log_path()
     if not result.success:
         failed = _failures(result)
