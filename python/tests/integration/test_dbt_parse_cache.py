@@ -33,7 +33,9 @@ def test_a_new_store_starts_from_the_cached_parse(tmp_path: Path) -> None:
     # The cache holds some parse of this checkout before the first store: the suite's earlier
     # runs write it; the first `parse` here makes it this checkout's current one either way.
     prime = {**env, "POISONWATCH_HOME": str(tmp_path / "prime")}
-    run_py("from poisonwatch.warehouse.dbtrun import run_dbt\nrun_dbt(['parse'], quiet=True)", prime)
+    run_py(
+        "from poisonwatch.warehouse.dbtrun import run_dbt\nrun_dbt(['parse'], quiet=True)", prime
+    )
     out = run_py(f"STORES = {str(tmp_path)!r}\n" + CODE, env)
     # Each store is new, and none parses the whole project: dbt took the cached parse and
     # found nothing changed.
