@@ -52,7 +52,7 @@ def _start_from_cached_parse(target: str) -> None:
         return
     try:
         mine.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(cached, mine)
+        shutil.copy2(cached, mine)  # with its time: _keep_parse sees whether dbt rewrote it
     except OSError:
         pass  # a cache: without it dbt parses the whole project
 
@@ -64,13 +64,13 @@ def _keep_parse(target: str, args: Sequence[str]) -> None:
     if "--vars" in args or not mine.is_file():
         return
     try:
-        data = mine.read_bytes()
-        if cached.is_file() and cached.read_bytes() == data:
+        # dbt rewrites the file only when it parsed something: an unchanged one is the cache's.
+        if cached.is_file() and mine.stat().st_mtime_ns <= cached.stat().st_mtime_ns:
             return
         cached.parent.mkdir(parents=True, exist_ok=True)
         # Written beside and renamed, so a reader in another process sees the old or the new one.
         partial = cached.with_name(f"{PARSE_FILE}.{os.getpid()}.tmp")
-        partial.write_bytes(data)
+        shutil.copy2(mine, partial)
         os.replace(partial, cached)
     except OSError:
         pass
