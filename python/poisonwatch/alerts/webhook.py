@@ -203,7 +203,8 @@ def _open_ledger(ledger: Path) -> Any:
 
 
 def _posted(ledger: Path) -> set[str]:
-    """Ids already posted. A ledger written before URLs were redacted is rewritten redacted."""
+    """Ids already posted (an alert posted resolved as `<id>#resolved`). A ledger written
+    before URLs were redacted is rewritten redacted."""
     if not ledger.exists():
         return set()
     ids = set()
@@ -214,7 +215,7 @@ def _posted(ledger: Path) -> set[str]:
             continue
         try:
             entry = json.loads(line)
-            ids.add(entry["alert_id"])
+            ids.add(entry["alert_id"] + _RESOLVED * (entry.get("status") == "resolved"))
         except (ValueError, KeyError, TypeError):
             continue  # a line torn by a crash: that alert is posted again
         if isinstance(entry.get("url"), str) and redact(entry["url"]) != entry["url"]:
@@ -230,11 +231,19 @@ def _posted(ledger: Path) -> set[str]:
     return ids
 
 
+_RESOLVED = "#resolved"
+
+
 def post_new_alerts(
-    alerts: list[dict[str, Any]], url: str, ledger: Path, timeout: float = 10.0
+    alerts: list[dict[str, Any]],
+    url: str,
+    ledger: Path,
+    timeout: float = 10.0,
+    resolved: bool = False,
 ) -> tuple[list[str], list[str]]:
-    """POST every open alert not in the ledger; returns (posted ids, error messages). Each post
-    ends within `timeout` seconds, answered or not."""
+    """POST every open alert not in the ledger, and with `resolved` every resolved alert that
+    was posted open and not yet resolved; returns (posted ids, error messages). Each post ends
+    within `timeout` seconds, answered or not."""
     if not url.startswith(("http://", "https://")):
         raise PoisonwatchError(f"--webhook must be an http:// or https:// URL, got {redact(url)}")
     shown = redact(url)
@@ -242,15 +251,25 @@ def post_new_alerts(
     posted: list[str] = []
     errors: list[str] = []
     for alert in alerts:
-        if alert["status"] != "open" or alert["alert_id"] in done:
+        alert_id = alert["alert_id"]
+        if alert["status"] == "open":
+            key = alert_id
+        elif resolved and alert["status"] == "resolved" and alert_id in done:
+            key = alert_id + _RESOLVED
+        else:
+            continue
+        if key in done:
             continue
         body = json.dumps(alert, default=str, sort_keys=True).encode("utf-8")
         problem = _post(url, body, timeout)
         if problem is not None:
-            errors.append(f"{alert['alert_id']}: {shown}: {problem}")
+            errors.append(f"{alert_id}: {shown}: {problem}")
             continue
+        entry = {"alert_id": alert_id, "url": shown}
+        if key != alert_id:
+            entry["status"] = "resolved"
         with _open_ledger(ledger) as fh:
-            fh.write(json.dumps({"alert_id": alert["alert_id"], "url": shown}) + "\n")
-        done.add(alert["alert_id"])
-        posted.append(alert["alert_id"])
+            fh.write(json.dumps(entry) + "\n")
+        done.add(key)
+        posted.append(key)
     return posted, errors

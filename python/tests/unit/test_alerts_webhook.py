@@ -85,6 +85,25 @@ def test_each_new_alert_is_posted_once(server: str, tmp_path: Path) -> None:
     assert len(_Receiver.received) == 3
 
 
+def test_with_resolved_a_posted_alert_is_posted_again_once_when_it_resolves(
+    server: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "posted.jsonl"
+    first = [_alert("a1"), _alert("r0", status="resolved")]
+    assert post_new_alerts(first, server, ledger, resolved=True) == (["a1"], [])
+    later = [_alert("a1", status="resolved"), _alert("r0", status="resolved")]
+    # a1 was posted open: its resolution follows, once; r0 was never posted open: nothing
+    assert post_new_alerts(later, server, ledger, resolved=True) == (["a1#resolved"], [])
+    assert post_new_alerts(later, server, ledger, resolved=True) == ([], [])
+    assert [(a["alert_id"], a["status"]) for a in _Receiver.received] == [
+        ("a1", "open"),
+        ("a1", "resolved"),
+    ]
+    # without `resolved` (the `alerts --webhook` command) resolutions are not posted
+    assert post_new_alerts([_alert("a2")], server, ledger) == (["a2"], [])
+    assert post_new_alerts([_alert("a2", status="resolved")], server, ledger) == ([], [])
+
+
 def test_a_refused_post_is_retried_next_run(server: str, tmp_path: Path) -> None:
     ledger = tmp_path / "posted.jsonl"
     _Receiver.refuse_next = 1
