@@ -294,6 +294,17 @@ def acquire_store_lock() -> None:
     atexit.register(release_store_lock)
 
 
+def describe_store_holder(text: str) -> None:
+    """Say who holds the store in its lock file (what a refused command prints)."""
+    fh = _lock_handle
+    if fh is None:
+        return
+    fh.seek(0)
+    fh.truncate()
+    fh.write(text + "\n")
+    fh.flush()
+
+
 def release_store_lock() -> None:
     global _lock_handle
     fh, _lock_handle = _lock_handle, None

@@ -129,7 +129,7 @@ def run_alerts(
     from poisonwatch.warehouse.engine import connect
 
     window = parse_duration(since) if since else None
-    with connect(target) as engine:
+    with connect(target, reads_only=True) as engine:
         alerts = load_alerts(engine, window, kinds)
     shown = alerts if include_resolved else [a for a in alerts if a["status"] == "open"]
     if fmt == "json":

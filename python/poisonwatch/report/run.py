@@ -80,7 +80,7 @@ def run_report(
 
     if since:
         parse_duration(since)  # a bad --since fails before Spark starts
-    with connect(target) as engine:
+    with connect(target, reads_only=True) as engine:
         result = write_report(engine, out, since)
     Console(stderr=True).print(
         f"report: {len(result.sections)} sections, {result.charts} charts, "

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from poisonwatch import textsafe
-from poisonwatch.config import PoisonwatchError, home, project_root, target_name
+from poisonwatch.config import PoisonwatchError, home, load_profile, project_root, target_name
+from poisonwatch.warehouse.server import PORT_ENV, running_server, turn
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 
@@ -145,6 +147,12 @@ def run_dbt(
     root = project_root()
     home()  # exports POISONWATCH_HOME for the profile dbt renders
     name = target_name(target)
+    # While `poisonwatch serve` owns the embedded store, dbt runs through its Thrift port
+    # (profiles.yml's `serve` output), between the server's cycles.
+    served = running_server() if load_profile(name).get("method") == "session" else None
+    if served is not None:
+        os.environ[PORT_ENV] = str(served.port)
+        name = "serve"
     console = console or Console(stderr=True)
     title = label or f"dbt {' '.join(args)}"
     os.environ.setdefault("DBT_SEND_ANONYMOUS_USAGE_STATS", "false")
@@ -178,7 +186,7 @@ def run_dbt(
     tracker = _Tracker(progress)
     started = time.monotonic()
     _start_from_cached_parse(name)
-    with progress:
+    with progress, turn(f"dbt in poisonwatch pid {os.getpid()}") if served else nullcontext():
         tracker.task = progress.add_task(title, total=None, node="parsing the project")
         result = dbtRunner(callbacks=[tracker]).invoke(full)
     elapsed = time.monotonic() - started

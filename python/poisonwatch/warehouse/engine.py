@@ -3,11 +3,14 @@
 `local`: the embedded SparkSession (profiles.yml, method `session`).
 `cluster`: a Spark Thrift Server (profiles.yml, method `thrift`), through PyHive, so landing files
 readable by the cluster are read by the cluster, not pulled through Python.
+`local` while `poisonwatch serve` runs on the store: the server's Thrift port, the same way
+(poisonwatch.warehouse.server).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -16,6 +19,7 @@ from typing import Any
 from pyhive.exc import OperationalError
 
 from poisonwatch.config import PoisonwatchError, load_profile, spark_session, target_name
+from poisonwatch.warehouse.server import running_server, turn
 
 
 class Engine:
@@ -71,7 +75,12 @@ class ThriftSqlError(OperationalError, PoisonwatchError):
 
 
 class ThriftEngine(Engine):
-    def __init__(self, target: str, profile: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        target: str,
+        profile: dict[str, Any],
+        hint: str = "Is it running? `poisonwatch cluster status` tells.",
+    ) -> None:
         from pyhive import hive
 
         self.target = target
@@ -83,7 +92,7 @@ class ThriftEngine(Engine):
         except Exception as exc:
             raise PoisonwatchError(
                 f"Could not reach the Spark Thrift Server at {host}:{port} (target {target!r}): "
-                f"{exc}. Is it running? `poisonwatch cluster status` tells."
+                f"{exc}. {hint}"
             ) from exc
         self.cursor = self.conn.cursor()
         for key, value in {"spark.sql.session.timeZone": "UTC"}.items():
@@ -134,11 +143,28 @@ class ThriftEngine(Engine):
 
 
 @contextlib.contextmanager
-def connect(target: str | None = None) -> Iterator[Engine]:
-    """The engine of the given target (default: $POISONWATCH_TARGET or `local`)."""
+def connect(target: str | None = None, reads_only: bool = False) -> Iterator[Engine]:
+    """The engine of the given target (default: $POISONWATCH_TARGET or `local`).
+
+    On `local` while `poisonwatch serve` runs on the store, the server's Thrift port; unless
+    `reads_only`, the block holds the server's turn lock, so it writes between its cycles.
+    """
     name = target_name(target)
     profile = load_profile(name)
     method = profile.get("method")
+    served = running_server() if method == "session" else None
+    if served is not None:
+        with contextlib.ExitStack() as stack:
+            if not reads_only:
+                stack.enter_context(turn(f"poisonwatch pid {os.getpid()}"))
+            remote = ThriftEngine(
+                name,
+                {"host": served.host, "port": served.port},
+                hint=f"`poisonwatch serve` (pid {served.pid}) owns the store: is it stopping?",
+            )
+            stack.callback(remote.close)
+            yield remote
+        return
     engine: Engine
     if method == "session":
         engine = LocalEngine(name)

@@ -105,7 +105,7 @@ def run_sql(
 
     from poisonwatch.warehouse.engine import LocalEngine, connect
 
-    with connect(target) as engine:
+    with connect(target, reads_only=True) as engine:
         if as_of is not None and not isinstance(engine, LocalEngine):
             raise PoisonwatchError(
                 f"--as-of needs Spark's parser in a local driver; on the target "

@@ -1,0 +1,126 @@
+"""Finding a running `poisonwatch serve` for this store, and taking turns with it.
+
+The server owns the embedded store (its Derby metastore admits one JVM) and serves SQL over
+Thrift on loopback. It describes itself in `$POISONWATCH_HOME/serve.json`; it is running while
+it holds the store's lock file. Every other command on target `local` then sends its SQL there
+instead of starting a JVM, and a command that writes takes the server's turn lock for its run,
+so that it and the server's cycle never write the store at the same time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from poisonwatch.config import home, release_file_lock
+
+STATUS_FILE = "serve.json"
+TURN_FILE = "serve.turn"
+# The environment variable profiles.yml's `serve` output reads its port from.
+PORT_ENV = "POISONWATCH_SERVE_PORT"
+
+# Set in the server's own process: its commands use its session, not its Thrift port.
+_serving_here = False
+_turn_handle: Any = None
+_turn_depth = 0
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    pid: int
+    host: str
+    port: int
+    status: dict[str, Any]
+
+
+def status_path(store: Path | None = None) -> Path:
+    return (store or home()) / STATUS_FILE
+
+
+def mark_serving() -> None:
+    """Called by the server: this process is the server."""
+    global _serving_here
+    _serving_here = True
+
+
+def _lock_held(path: Path) -> bool:
+    """True when another process holds an flock on `path` (the store's `.lock`)."""
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fh, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        fh.close()
+    return False
+
+
+def read_status(store: Path | None = None) -> dict[str, Any] | None:
+    """The server's status file as written last, or None when there is none (or it is torn)."""
+    try:
+        data = json.loads(status_path(store).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def running_server(store: Path | None = None) -> ServerInfo | None:
+    """The server running on this store, or None (none, a stale file, or this process)."""
+    if _serving_here:
+        return None
+    store = store or home()
+    status = read_status(store)
+    if status is None or not _lock_held(store / ".lock"):
+        return None
+    try:
+        return ServerInfo(int(status["pid"]), str(status["host"]), int(status["port"]), status)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def write_status(status: dict[str, Any], store: Path | None = None) -> None:
+    """Replace the status file whole (a reader never sees half of it)."""
+    path = status_path(store)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(status, indent=2, sort_keys=True, default=str) + "\n", "utf-8")
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def turn(holder: str) -> Iterator[None]:
+    """Hold the store's write turn for the block (blocking: the server's cycle, or another
+    command, finishes its step first). Re-entrant within a process."""
+    global _turn_handle, _turn_depth
+    if _turn_depth == 0:
+        path = home() / TURN_FILE
+        fh = open(path, "a+")  # noqa: SIM115 - held until the outermost block ends
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.seek(0)
+            other = " ".join(fh.read().split())[:200] or "another process"
+            print(f"waiting for the store's write turn ({other})", file=sys.stderr, flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        fh.seek(0)
+        fh.truncate()
+        fh.write(holder + "\n")
+        fh.flush()
+        _turn_handle = fh
+    _turn_depth += 1
+    try:
+        yield
+    finally:
+        _turn_depth -= 1
+        if _turn_depth == 0:
+            fh, _turn_handle = _turn_handle, None
+            release_file_lock(fh)
