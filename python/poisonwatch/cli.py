@@ -127,7 +127,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from poisonwatch.quality import print_check_report, run_checks
     from poisonwatch.warehouse.engine import connect
 
-    with connect(args.target) as engine:
+    with connect(args.target, reads_only=True) as engine:
         report = run_checks(
             engine,
             args.suite,
@@ -159,7 +159,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from poisonwatch.quality import compare_labels, print_label_report
     from poisonwatch.warehouse.engine import connect
 
-    with connect(args.target) as engine:
+    with connect(args.target, reads_only=True) as engine:
         report = compare_labels(engine, Path(args.labels))
     print_label_report(report)
     return 0 if report.ok else 1
@@ -234,6 +234,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     run_report(Path(args.out) if args.out else None, since=args.since, target=args.target)
     return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from poisonwatch.alerts import parse_duration
+    from poisonwatch.serve import ServeOptions, print_status, run_serve, stop_server
+
+    if args.status:
+        return print_status(args.format)
+    if args.stop:
+        return stop_server()
+    options = ServeOptions(
+        port=args.port,
+        every=parse_duration(args.every).total_seconds(),
+        landing=Path(args.landing) if args.landing else None,
+        webhook=args.webhook,
+        report=Path(args.report) if args.report else None,
+        cycles=args.cycles,
+    )
+    return run_serve(options)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -386,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "report",
-        help="write one self-contained HTML page with plots of what the marts say",
+        help="write one self-contained HTML page of the marts, with plots",
         description="Write one self-contained HTML page (no scripts, no network requests) with "
         "plots of failures, poison, dead letters, queue health, breakers and remediation.",
         epilog="example: poisonwatch report --out report.html --since 1d",
@@ -404,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "alerts",
-        help="open alerts; exit 0 none, 1 warning, 2 critical (monitoring plugins)",
+        help="open alerts; exit 0 none, 1 warning, 2 critical",
         epilog="example: poisonwatch alerts --since 2h --format json --webhook http://hook",
     )
     p.add_argument("--since", help="only alerts seen within this long (30m, 2h, 7d)")
@@ -555,6 +574,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=None, help="number of workers (default 2)")
     p.add_argument("--timeout", type=float, default=300.0, help="start-up timeout in seconds")
     p.set_defaults(func=_cmd_cluster)
+
+    p = sub.add_parser(
+        "serve",
+        help="one warm driver: SQL over Thrift, a build every cycle",
+        epilog="example: poisonwatch serve --landing landing/ --every 30s --webhook URL",
+    )
+    p.add_argument(
+        "--port", type=int, default=10001, help="Thrift port on 127.0.0.1 (default 10001; 0: any)"
+    )
+    p.add_argument("--every", default="30s", help="time between cycles (default 30s)")
+    p.add_argument("--landing", default=None, help="landing folder to ingest from every cycle")
+    p.add_argument("--webhook", default=None, help="POST new and resolved alerts here")
+    p.add_argument("--report", default=None, help="rewrite this report file after each build")
+    p.add_argument("--cycles", type=_positive_int, default=None, help="stop after this many cycles")
+    p.add_argument("--status", action="store_true", help="is one running? (exit 0 yes, 3 no)")
+    p.add_argument("--stop", action="store_true", help="stop the running one (SIGTERM)")
+    p.add_argument("--format", choices=("table", "json"), default="table", help="for --status")
+    p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser(
         "bench",

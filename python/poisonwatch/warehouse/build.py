@@ -359,7 +359,7 @@ def production_build(
     if not data_tests:
         args = without_data_tests(args)
     console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
-    run_dbt(args, target=name)
+    run_dbt(args, target=name, console=console)
     # The store lock keeps other writers out, and a build writes no ledger row (its
     # on-run-start hook only creates missing ledgers empty): the versions now go with the
     # figures read before it.

@@ -38,6 +38,7 @@ WORKFLOW = (
     "check",
     "store",
     "cluster",
+    "serve",
     "bench",
 )
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
