@@ -27,6 +27,7 @@ LONGEST_FIRST = (
     "integration/test_orphan_batches.py",
     "integration/test_seed_examples.py",
     "e2e/test_broker_e2e.py",
+    "e2e/test_serve.py",
     "integration/test_incremental.py",
     "e2e/test_cluster_security.py",
     "integration/test_bench_spark.py",
