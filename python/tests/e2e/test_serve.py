@@ -25,12 +25,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from support.alert_steps import RESOLVED, subject
+from support.webhook import Receiver, receiving
 
 from poisonwatch.config import MARTS
 from poisonwatch.generate import generate
@@ -44,31 +44,10 @@ READ = "select count(*), sum(hash(queue_name, message_id, classification, reason
 READ_FROM = "poisonwatch.poison_messages"
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    received: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        _Receiver.received.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
 def webhook() -> Iterator[str]:
-    _Receiver.received = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/hook"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
+    with receiving() as url:
+        yield url
 
 
 def _free_port() -> int:
@@ -166,7 +145,7 @@ def _alerts(world: _World) -> list[dict[str, Any]]:
 
 
 def _posts() -> list[tuple[str, str]]:
-    return [(a["alert_id"], a["status"]) for a in _Receiver.received]
+    return [(a["alert_id"], a["status"]) for a in Receiver.received]
 
 
 def _reader(world: _World, seen: list[tuple[Any, ...]], stop: threading.Event) -> None:

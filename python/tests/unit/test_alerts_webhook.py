@@ -7,52 +7,24 @@ and by the alerts steps of scripts/test.sh."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from support.webhook import Receiver, receiving, serving
 
 from poisonwatch.alerts import exit_code, json_lines, parse_duration, post_new_alerts
 from poisonwatch.config import PoisonwatchError
 
 
-class _Receiver(BaseHTTPRequestHandler):
-    received: ClassVar[list[dict[str, Any]]] = []
-    refuse_next = 0
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if _Receiver.refuse_next:
-            _Receiver.refuse_next -= 1
-            self.send_response(503)
-            self.end_headers()
-            return
-        _Receiver.received.append(json.loads(body))
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture()
 def server() -> Iterator[str]:
-    _Receiver.received = []
-    _Receiver.refuse_next = 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Receiver)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/hook"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
+    with receiving() as url:
+        yield url
 
 
 def _alert(alert_id: str, status: str = "open", severity: str = "critical") -> dict[str, Any]:
@@ -75,14 +47,14 @@ def test_each_new_alert_is_posted_once(server: str, tmp_path: Path) -> None:
     alerts = [_alert("a1"), _alert("a2", severity="warning"), _alert("r1", status="resolved")]
     posted, errors = post_new_alerts(alerts, server, ledger)
     assert (posted, errors) == (["a1", "a2"], [])
-    assert [a["alert_id"] for a in _Receiver.received] == ["a1", "a2"]
-    assert _Receiver.received[0]["detail"] == "9 messages\x1b[31m"  # data, escaped by JSON
+    assert [a["alert_id"] for a in Receiver.received] == ["a1", "a2"]
+    assert Receiver.received[0]["detail"] == "9 messages\x1b[31m"  # data, escaped by JSON
     # a second run with the same alerts posts nothing
     assert post_new_alerts(alerts, server, ledger) == ([], [])
     # the alert resolved and fired anew: a new id, posted again
     again = [_alert("a1", status="resolved"), _alert("a1-again")]
     assert post_new_alerts(again, server, ledger) == (["a1-again"], [])
-    assert len(_Receiver.received) == 3
+    assert len(Receiver.received) == 3
 
 
 def test_with_resolved_a_posted_alert_is_posted_again_once_when_it_resolves(
@@ -95,7 +67,7 @@ def test_with_resolved_a_posted_alert_is_posted_again_once_when_it_resolves(
     # a1 was posted open: its resolution follows, once; r0 was never posted open: nothing
     assert post_new_alerts(later, server, ledger, resolved=True) == (["a1#resolved"], [])
     assert post_new_alerts(later, server, ledger, resolved=True) == ([], [])
-    assert [(a["alert_id"], a["status"]) for a in _Receiver.received] == [
+    assert [(a["alert_id"], a["status"]) for a in Receiver.received] == [
         ("a1", "open"),
         ("a1", "resolved"),
     ]
@@ -106,7 +78,7 @@ def test_with_resolved_a_posted_alert_is_posted_again_once_when_it_resolves(
 
 def test_a_refused_post_is_retried_next_run(server: str, tmp_path: Path) -> None:
     ledger = tmp_path / "posted.jsonl"
-    _Receiver.refuse_next = 1
+    Receiver.refuse_next = 1
     posted, errors = post_new_alerts([_alert("b1")], server, ledger)
     assert posted == [] and len(errors) == 1 and "503" in errors[0]
     assert post_new_alerts([_alert("b1")], server, ledger) == (["b1"], [])
@@ -191,16 +163,8 @@ class _Tricky(BaseHTTPRequestHandler):
 @pytest.fixture()
 def tricky() -> Iterator[str]:
     _Tricky.seen = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Tricky)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=10)
+    with serving(_Tricky) as address:
+        yield address
 
 
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
