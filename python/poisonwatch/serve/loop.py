@@ -77,11 +77,9 @@ class CycleResult:
 
     def line(self) -> str:
         parts = [f"cycle {self.number}"]
-        if self.error is not None:
-            parts.append(f"failed: {self.error}")
-        elif self.idle:
+        if self.idle:
             parts.append("nothing new")
-        else:
+        if self.files or self.build_seconds is not None:
             parts.append(f"{self.files:,} file{'s' * (self.files != 1)}")
             parts.append(f"{self.attempts:,} attempts")
             if self.rejected:
@@ -89,6 +87,8 @@ class CycleResult:
             if self.build_seconds is not None:
                 parts.append(f"build {self.build_seconds:.1f} s")
             parts.append(f"alerts +{self.alerts_new} −{self.alerts_resolved}")
+        if self.error is not None:
+            parts.append(f"failed: {self.error}")
         parts.append(f"{self.seconds:.1f} s")
         return " · ".join(parts)
 
@@ -99,6 +99,7 @@ class _State:
     open_alerts: set[str] | None = None
     stopping: threading.Event = field(default_factory=threading.Event)
     status: dict[str, Any] = field(default_factory=dict)
+    retry_posts: bool = False
 
     def step(self, name: str) -> None:
         """Say in the status file what the server is doing now."""
@@ -191,10 +192,10 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
         if state.stopping.is_set():
             return result
         # The first cycle also posts what a killed run built but did not post.
-        if result.build_seconds is not None or number == 1:
+        if result.build_seconds is not None or number == 1 or state.retry_posts:
             state.step("alerts")
-            _alerts_step(engine, options, state, result)
-            if options.report is not None:
+            built = _alerts_step(engine, options, state, result)
+            if built and options.report is not None:
                 from poisonwatch.report import write_report
 
                 state.step("report")
@@ -203,12 +204,13 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
     return result
 
 
-def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: CycleResult) -> None:
+def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: CycleResult) -> bool:
+    """Count and post the alerts; False when no build has made the marts yet."""
     from poisonwatch.alerts import json_lines, post_new_alerts
 
     alerts = _alerts_in_mart(engine)
     if alerts is None:
-        return
+        return False
     now_open = {a["alert_id"] for a in alerts if a["status"] == "open"}
     before = state.open_alerts if state.open_alerts is not None else set()
     result.alerts_new = len(now_open - before)
@@ -221,8 +223,11 @@ def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: Cycl
             home() / "alerts" / "webhook_posted.jsonl",
             resolved=True,
         )
+        # A refused post is tried again next cycle; the cycle carries on to the report.
+        state.retry_posts = bool(errors)
         if errors:
-            raise PoisonwatchError("webhook: " + "; ".join(errors[:3]))
+            result.error = "webhook: " + "; ".join(errors[:3])
+    return True
 
 
 def _start_thrift(spark: Any) -> Any:
@@ -309,7 +314,8 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
             except Exception as exc:  # a failed cycle is reported; the next one tries again
                 text = " ".join(str(exc).split())[:500]
                 result = CycleResult(number, error=text, seconds=time.monotonic() - clock)
-                status["last_error"] = {"cycle": number, "at": _now(), "message": text}
+            if result.error is not None:
+                status["last_error"] = {"cycle": number, "at": _now(), "message": result.error}
             status["cycles"] = number
             status["step"] = "waiting"
             status["last_cycle"] = {

@@ -87,6 +87,11 @@ def test_cycle_lines() -> None:
         "cycle 7 · 1 file · 100,321 attempts · build 12.3 s · alerts +1 −2 · 20.0 s"
     )
     assert not busy.idle
+    refused = CycleResult(9, files=2, attempts=5, build_seconds=1.0, error="webhook: 503",
+                          seconds=2.0)  # fmt: skip
+    assert refused.line() == (
+        "cycle 9 · 2 files · 5 attempts · build 1.0 s · alerts +0 −0 · failed: webhook: 503 · 2.0 s"
+    )
     failed = CycleResult(8, error="boom", seconds=1.0)
     assert failed.line() == "cycle 8 · failed: boom · 1.0 s" and not failed.idle
 
