@@ -194,8 +194,8 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
         # The first cycle also posts what a killed run built but did not post.
         if result.build_seconds is not None or number == 1 or state.retry_posts:
             state.step("alerts")
-            built = _alerts_step(engine, options, state, result)
-            if built and options.report is not None:
+            has_marts = _alerts_step(engine, options, state, result)
+            if has_marts and options.report is not None:
                 from poisonwatch.report import write_report
 
                 state.step("report")
