@@ -251,6 +251,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         webhook=args.webhook,
         report=Path(args.report) if args.report else None,
         cycles=args.cycles,
+        data_tests=not args.no_data_tests,
     )
     return run_serve(options)
 
@@ -589,6 +590,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", default=None, help="rewrite this report file after each build")
     p.add_argument("--cycles", type=_positive_int, default=None, help="stop after this many cycles")
     p.add_argument("--status", action="store_true", help="is one running? (exit 0 yes, 3 no)")
+    p.add_argument(
+        "--no-data-tests", action="store_true", help="build models only (a quicker cycle)"
+    )
     p.add_argument("--stop", action="store_true", help="stop the running one (SIGTERM)")
     p.add_argument("--format", choices=("table", "json"), default="table", help="for --status")
     p.set_defaults(func=_cmd_serve)

@@ -57,6 +57,7 @@ class ServeOptions:
     webhook: str | None = None
     report: Path | None = None
     cycles: int | None = None
+    data_tests: bool = True
 
 
 @dataclass
@@ -186,7 +187,7 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
         # The first cycle builds what an earlier run left unbuilt (a store with raw tables).
         if new or (number == 1 and _ingested_before(engine)):
             state.step("build")
-            built = production_build(engine, "local", console=quiet)
+            built = production_build(engine, "local", data_tests=options.data_tests, console=quiet)
             if built.ran:
                 result.build_seconds = built.seconds
         if state.stopping.is_set():
@@ -317,7 +318,7 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
             if result.error is not None:
                 status["last_error"] = {"cycle": number, "at": _now(), "message": result.error}
             status["cycles"] = number
-            status["step"] = "waiting"
+            status["step"], status["step_started_at"] = "waiting", _now()
             status["last_cycle"] = {
                 "number": number,
                 "started_at": cycle_started,
