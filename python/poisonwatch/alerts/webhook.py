@@ -202,6 +202,10 @@ def _open_ledger(ledger: Path) -> Any:
     return os.fdopen(fd, "a", encoding="utf-8")
 
 
+# The ledger key of an alert whose resolution was posted: `<alert_id>#resolved`.
+_RESOLVED = "#resolved"
+
+
 def _posted(ledger: Path) -> set[str]:
     """Ids already posted (an alert posted resolved as `<id>#resolved`). A ledger written
     before URLs were redacted is rewritten redacted."""
@@ -229,9 +233,6 @@ def _posted(ledger: Path) -> set[str]:
             fh.writelines(json.dumps(e) + "\n" for e in entries)
         tmp.replace(ledger)
     return ids
-
-
-_RESOLVED = "#resolved"
 
 
 def post_new_alerts(

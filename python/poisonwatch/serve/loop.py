@@ -141,21 +141,16 @@ def landing_files(landing: Path) -> dict[str, tuple[int, int]]:
     return found
 
 
-def _table_exists(engine: Any, database: str, table: str) -> bool:
-    _, databases = engine.query(f"show databases like '{database}'")
-    return bool(databases) and engine.table_exists(database, table)
-
-
 def _alerts_in_mart(engine: Any) -> list[dict[str, Any]] | None:
     """The mart's alerts, or None before the first build made it."""
     from poisonwatch.alerts import load_alerts
 
-    return load_alerts(engine) if _table_exists(engine, "poisonwatch", "alerts") else None
+    return load_alerts(engine) if engine.table_exists("poisonwatch", "alerts") else None
 
 
 def _ingested_before(engine: Any) -> bool:
     """True when the store has the ingest ledger (an earlier run landed something)."""
-    return _table_exists(engine, "raw", "ingested_files")
+    return engine.table_exists("raw", "ingested_files")
 
 
 def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) -> CycleResult:

@@ -121,24 +121,18 @@ def _databases(root: Path) -> tuple[str, str]:
     return names
 
 
-def _table_exists(engine: Any, database: str, table: str) -> bool:
-    """`engine.table_exists`, false too when the database is missing (a store never built)."""
-    _, rows = engine.query(f"show databases like '{database}'")
-    return bool(rows) and engine.table_exists(database, table)
-
-
 def read_inputs(engine: Any, root: Path | None = None) -> BuildInputs:
     """The ledgers' figures and the project's fingerprint (a few small queries, no dbt)."""
     root = root or project_root()
     raw_db, ops_db = _databases(root)
     inputs = BuildInputs(project=project_fingerprint(root))
-    if _table_exists(engine, raw_db, LEDGER_TABLE):
+    if engine.table_exists(raw_db, LEDGER_TABLE):
         _, rows = engine.query(
             f"select dataset, count(*), max(_batch_id) from `{raw_db}`.`{LEDGER_TABLE}` "
             "group by dataset order by dataset"
         )
         inputs.datasets = {str(d): [int(n), str(b)] for d, n, b in rows}
-    present = [t for t in OPS_TABLES if _table_exists(engine, ops_db, t)]
+    present = [t for t in OPS_TABLES if engine.table_exists(ops_db, t)]
     if present:
         counts = ", ".join(f"(select count(*) from `{ops_db}`.`{t}`)" for t in present)
         _, rows = engine.query(f"select {counts}")

@@ -40,7 +40,15 @@ class Engine:
         return rows[0][0] if rows else None
 
     def table_exists(self, database: str, table: str) -> bool:
-        _, rows = self.query(f"show tables in `{database}` like '{table}'")
+        """Whether `database`.`table` exists; false too when the database is missing (a store
+        never built), which Spark answers with an error."""
+        try:
+            _, rows = self.query(f"show tables in `{database}` like '{table}'")
+        except Exception:
+            _, databases = self.query(f"show databases like '{database}'")
+            if databases:
+                raise
+            return False
         return any(r[1] == table for r in rows)
 
     def close(self) -> None:

@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 from support.alert_steps import RESOLVED, subject
+from support.cluster import free_port
 from support.webhook import Receiver, receiving
 
 from poisonwatch.config import MARTS
@@ -49,12 +49,6 @@ READ_FROM = "poisonwatch.poison_messages"
 def webhook() -> Iterator[str]:
     with receiving() as url:
         yield url
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class _World:
@@ -76,7 +70,7 @@ class _World:
         self.logs: list[Path] = []
 
     def start(self) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         log = self.tmp / f"serve-{len(self.logs) + 1}.log"
         self.logs.append(log)
         with open(log, "w") as out:
