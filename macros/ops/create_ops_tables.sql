@@ -23,7 +23,7 @@
                     {{ column_name }} {{ column_type }}{{ "," if not loop.last }}
                     {%- endfor %}
                 ) using {{ file_format }}
-                {%- if table_name not in ('action_log', 'replay_requests', 'apply_leases') %}
+                {%- if table_name not in ('action_log', 'replay_requests', 'resume_requests', 'apply_leases') %}
                 partitioned by (run_id)
                 {%- endif %}
             {%- endset -%}
@@ -147,6 +147,15 @@
             ('purged_at', 'timestamp'),
             ('run_id', 'string'),
         ],
+        'paused_queues': [
+            ('action_id', 'string'),
+            ('broker_name', 'string'),
+            ('queue_name', 'string'),
+            ('consumer_id', 'string'),
+            ('reason', 'string'),
+            ('paused_at', 'timestamp'),
+            ('run_id', 'string'),
+        ],
         'replay_requests': [
             ('request_id', 'string'),
             ('broker_name', 'string'),
@@ -154,6 +163,15 @@
             ('message_id', 'string'),
             ('requested_by', 'string'),
             ('requested_at', 'timestamp'),
+            ('note', 'string'),
+        ],
+        'resume_requests': [
+            ('request_id', 'string'),
+            ('broker_name', 'string'),
+            ('queue_name', 'string'),
+            ('resumed_by', 'string'),
+            ('resumed_at', 'timestamp'),
+            ('is_resumed_on_broker', 'boolean'),
             ('note', 'string'),
         ],
         'apply_leases': [

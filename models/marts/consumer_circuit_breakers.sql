@@ -16,7 +16,8 @@ policies as (
         {{ seed_string('consumer_id') }} as consumer_id,
         cast(max_consecutive_failures as int) as max_consecutive_failures,
         upper({{ seed_string('breaker_mode') }}) as breaker_mode,
-        {{ seed_string('scheduled_group') }} as scheduled_group
+        {{ seed_string('scheduled_group') }} as scheduled_group,
+        lower({{ seed_string('on_trip') }}) as on_trip
     from {{ ref('consumer_policies') }}
 ),
 
@@ -50,7 +51,8 @@ consumer_policies as (
         case
             when own_policy.consumer_id is not null then own_policy.scheduled_group
             else default_policy.scheduled_group
-        end as scheduled_group
+        end as scheduled_group,
+        coalesce(own_policy.on_trip, default_policy.on_trip, 'disable_consumer') as on_trip
     from consumers
     left join policies as own_policy
         on consumers.consumer_id = own_policy.consumer_id
@@ -184,6 +186,7 @@ select
     grouped.max_consecutive_failures,
     grouped.same_type_threshold,
     grouped.scheduled_group,
+    grouped.on_trip,
     grouped.longest_same_type_run,
     grouped.longest_any_type_run,
     grouped.same_type_exception_class,

@@ -235,6 +235,7 @@ final as (
                 server_name, database_name, broker_name, queue_name,
                 case action_type
                     when 'disable_consumer' then 0
+                    when 'pause_queue' then 0
                     when 'inspect_message' then 1
                     when 're_enable_queue' then 3
                     when 'retry_from_dlq' then 4

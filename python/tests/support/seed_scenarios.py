@@ -97,13 +97,13 @@ EXTRA_FAILURE_POLICIES = [
     "Unable to process message.,,,,60",
 ]
 EXTRA_CONSUMER_POLICIES = [
-    f'{FUSE_M8_TRIPS},8,ANY,,"M = 8: N = M/3 truncated is 2."',
-    f'{FUSE_M8_ONE},8,ANY,,"M = 8."',
-    f'{FUSE_M8_ANY_TYPES},8,ANY,,"M = 8."',
-    f'{FUSE_M20_TRIPS},20,ANY,,"M = 20: N = M/3 truncated is 6."',
-    f'{FUSE_M20_FIVE},20,ANY,,"M = 20."',
-    f'{MODE_MANY_ONE},10,MANY,,"Mode MANY."',
-    f'{MODE_MANY_TWO},10,MANY,,"Mode MANY."',
+    f'{FUSE_M8_TRIPS},8,ANY,,"M = 8: N = M/3 truncated is 2.",',
+    f'{FUSE_M8_ONE},8,ANY,,"M = 8.",',
+    f'{FUSE_M8_ANY_TYPES},8,ANY,,"M = 8.",',
+    f'{FUSE_M20_TRIPS},20,ANY,,"M = 20: N = M/3 truncated is 6.",',
+    f'{FUSE_M20_FIVE},20,ANY,,"M = 20.",',
+    f'{MODE_MANY_ONE},10,MANY,,"Mode MANY.",',
+    f'{MODE_MANY_TWO},10,MANY,,"Mode MANY.",',
 ]
 
 
