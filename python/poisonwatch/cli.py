@@ -229,6 +229,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_resume(args: argparse.Namespace) -> int:
+    from poisonwatch.remediation import resume_queue
+
+    resume_queue(args.queue, args.broker, args.note, target=args.target)
+    return 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from poisonwatch.report import run_report
 
@@ -446,7 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "plan",
-        help="show pending remediation actions; --sql writes a T-SQL script",
+        help="pending remediation actions; --sql writes T-SQL scripts",
         epilog="example: poisonwatch plan --queue dbo.ExpenseQueue --sql remediation.sql",
     )
     p.add_argument("--queue", default=None, help="only actions on this queue")
@@ -503,6 +510,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", default=None, help="the DLQ (default: whichever holds it)")
     p.add_argument("--note", default=None, help="why, for the record")
     p.set_defaults(func=_cmd_replay)
+
+    p = sub.add_parser(
+        "resume",
+        help="turn a queue apply paused (tripped breaker) back on",
+        epilog='example: poisonwatch resume --queue orders --broker orders-artemis --note "fixed"',
+    )
+    p.add_argument("--queue", required=True, help="the paused queue")
+    p.add_argument(
+        "--broker",
+        default=None,
+        help="artemis://…?name=B or a name in brokers.yml: resumed there (default: the one "
+        "apply paused it on, if brokers.yml connects it; else recorded for a resume by hand)",
+    )
+    p.add_argument("--note", default=None, help="why, for the record")
+    p.set_defaults(func=_cmd_resume)
 
     p = sub.add_parser(
         "backtest",

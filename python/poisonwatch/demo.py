@@ -222,6 +222,7 @@ DONE_WORDS = {
     "end_conversation": ("conversation", "ended"),
     "dead_letter": ("message", "dead-lettered"),
     "disable_consumer": ("consumer", "disabled"),
+    "pause_queue": ("queue", "paused"),
     "re_enable_queue": ("queue", "re-enabled"),
     "park": ("message", "parked"),
     "discard": ("message", "discarded"),

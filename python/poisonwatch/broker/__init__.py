@@ -11,10 +11,10 @@ through their package (`from poisonwatch.ingest import ingest`). Imported by rem
 and the CLI, through this package only.
 """
 
-from poisonwatch.broker.actions import LIVE_ACTION_TYPES, Outcome, ParkRecord
+from poisonwatch.broker.actions import LIVE_ACTION_TYPES, Outcome, ParkRecord, is_live_action
 from poisonwatch.broker.client import BrokerError
 from poisonwatch.broker.collect import CollectResult, collect, print_result
-from poisonwatch.broker.live import LiveRunner
+from poisonwatch.broker.live import LiveRunner, resume_queue
 from poisonwatch.broker.profiles import BrokerTarget, live_brokers, resolve_broker
 
 __all__ = [
@@ -26,7 +26,9 @@ __all__ = [
     "Outcome",
     "ParkRecord",
     "collect",
+    "is_live_action",
     "live_brokers",
     "print_result",
     "resolve_broker",
+    "resume_queue",
 ]

@@ -46,6 +46,8 @@ from poisonwatch.broker.profiles import BrokerTarget
 from poisonwatch.config import project_var
 
 LIVE_ACTION_TYPES = ("dead_letter", "retry_from_dlq", "park", "discard")
+# Actions on a whole queue, not a message: live on Artemis only (STOMP cannot pause a queue).
+QUEUE_ACTION_TYPES = ("pause_queue",)
 JOURNAL_QUEUE = "poisonwatch.actions"
 ACTION_PROPERTY = "poisonwatch_action_id"
 SOURCE_ID_PROPERTY = "poisonwatch_source_message_id"
@@ -136,7 +138,7 @@ class LiveAction:
             action_type=str(row["action_type"]),
             broker_name=str(row["broker_name"]),
             queue_name=str(row["queue_name"]),
-            message_id=str(row["message_id"]),
+            message_id=str(row.get("message_id") or ""),
             orig_queue=row.get("orig_queue"),
             park_delay_minutes=(
                 int(row["park_delay_minutes"])
@@ -145,6 +147,17 @@ class LiveAction:
             ),
             reason=row.get("reason"),
         )
+
+
+def is_live_action(action: dict[str, Any], brokers: dict[str, BrokerTarget]) -> bool:
+    """Whether `apply --yes` runs this action on a connected broker (`brokers`: name → target):
+    a JMS message action on either kind, a queue action on Artemis; the rest are scripts."""
+    target = brokers.get(str(action.get("broker_name")))
+    if action.get("broker_kind") != "jms" or target is None:
+        return False
+    if action.get("action_type") in QUEUE_ACTION_TYPES:
+        return target.kind == "artemis" and bool(action.get("queue_name"))
+    return action.get("action_type") in LIVE_ACTION_TYPES and bool(action.get("message_id"))
 
 
 @dataclass

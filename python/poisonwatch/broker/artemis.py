@@ -218,6 +218,10 @@ class JolokiaClient:
             {"type": "exec", "mbean": mbean, "operation": operation, "arguments": list(arguments)}
         )
 
+    def read(self, mbean: str, attribute: str) -> Any:
+        """One MBean attribute's value."""
+        return self.request({"type": "read", "mbean": mbean, "attribute": attribute})
+
     def address_settings(self, address: str) -> dict[str, Any]:
         value = self.exec(
             self.broker_mbean(), "getAddressSettingsAsJSON(java.lang.String)", address

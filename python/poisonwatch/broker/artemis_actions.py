@@ -8,7 +8,11 @@ Artemis moves one message in a broker transaction of its own (the queue MBean's 
   002's group operation); of several copies of one message in a dead-letter queue, the one whose
   original queue is the action's;
 - `park`: `moveMessage` to `<queue><jms_park_queue_suffix>` (created when missing);
-- `discard`: `removeMessage`.
+- `discard`: `removeMessage`;
+- `pause_queue`: the queue's `pause(true)`, kept across broker restarts (a tripped breaker whose
+  consumer platform cannot be reached); `resume_queue` undoes it for `poisonwatch resume`.
+  Pausing is idempotent, so the queue's own state is its exactly-once record: a re-run that
+  finds it paused reports `already_applied`.
 
 A management call cannot share a transaction with a second one, so exactly once rests on an
 intent marker and on where the message is:
@@ -196,6 +200,8 @@ class ArtemisActions:
     # --- one action -----------------------------------------------------------------------------
 
     def refusal(self, action: LiveAction) -> str | None:
+        if action.action_type == "pause_queue":
+            return refused_queue(action.queue_name, "source")
         if action.action_type not in ("dead_letter", "retry_from_dlq", "park", "discard"):
             return f"refused: not a live broker action type: {action.action_type}"
         dest = action.queue_name + park_suffix() if action.action_type == "park" else None
@@ -226,6 +232,8 @@ class ArtemisActions:
         why = self.refusal(action)
         if why:
             return Outcome(action, "failed", why)
+        if action.action_type == "pause_queue":
+            return self._pause(action)
         queue = self.queue(action.queue_name)
         marked = self.journal_has(action.action_id)
         orig = action.orig_queue if action.action_type == "retry_from_dlq" else None
@@ -259,6 +267,36 @@ class ArtemisActions:
                 action, "busy", f"message went into delivery to a consumer of {queue.name}"
             )
         return Outcome(action, "applied", f"moved to {dest}" if dest else "discarded", dest)
+
+    # --- whole queues ---------------------------------------------------------------------------
+
+    def is_paused(self, name: str) -> bool | None:
+        """Whether the queue is paused; None when the broker has no such queue."""
+        self._queues.clear()
+        queue = self.queue(name)
+        return None if queue is None else bool(self.client.read(queue.mbean, "Paused"))
+
+    def _pause(self, action: LiveAction) -> Outcome:
+        paused = self.is_paused(action.queue_name)
+        if paused is None:
+            return Outcome(action, "failed", f"queue {action.queue_name} is not on the broker")
+        if paused:
+            return Outcome(action, "already_applied", f"queue {action.queue_name} is paused")
+        queue = self.queue(action.queue_name)
+        assert queue is not None
+        self.client.exec(queue.mbean, "pause(boolean)", True)
+        crash_point("artemis:after_pause")
+        return Outcome(action, "applied", f"paused {action.queue_name} (kept across restarts)")
+
+    def resume_queue(self, name: str) -> bool:
+        """Resume a paused queue; whether it was paused. Raises when there is no such queue."""
+        paused = self.is_paused(name)
+        if paused is None:
+            raise BrokerError(f"{self.target.name}: no queue {name!r} on the broker")
+        queue = self.queue(name)
+        if paused and queue is not None:
+            self.client.exec(queue.mbean, "resume()")
+        return bool(paused)
 
     def _destination(
         self, action: LiveAction, queue: ArtemisQueue | None, msg: dict[str, Any] | None

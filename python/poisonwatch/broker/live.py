@@ -10,12 +10,12 @@ from typing import Any, Protocol
 from poisonwatch.broker.actions import (
     ACTION_PROPERTY,
     JOURNAL_QUEUE,
-    LIVE_ACTION_TYPES,
     LiveAction,
     Outcome,
     ParkRecord,
     Release,
     execute,
+    is_live_action,
     prune_journal,
     release_parked,
 )
@@ -62,6 +62,11 @@ def open_session(target: BrokerTarget) -> BrokerSession:
     return ArtemisActions(target) if target.kind == "artemis" else ClassicSession(target)
 
 
+def resume_queue(target: BrokerTarget, name: str) -> bool:
+    """`poisonwatch resume` on Artemis: resume the queue; whether it was paused."""
+    return ArtemisActions(target).resume_queue(name)
+
+
 class LiveRunner:
     def __init__(self, brokers: dict[str, BrokerTarget]) -> None:
         self.brokers = brokers
@@ -70,12 +75,7 @@ class LiveRunner:
         self.release_failures: list[str] = []
 
     def is_live(self, action: dict[str, Any]) -> bool:
-        return (
-            action.get("broker_kind") == "jms"
-            and action.get("action_type") in LIVE_ACTION_TYPES
-            and action.get("broker_name") in self.brokers
-            and bool(action.get("message_id"))
-        )
+        return is_live_action(action, self.brokers)
 
     def session(self, broker_name: str) -> BrokerSession:
         if broker_name not in self._sessions:

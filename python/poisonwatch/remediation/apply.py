@@ -63,6 +63,7 @@ EFFECTS: dict[str, tuple[str, ...]] = {
     "end_conversation": ("ended_conversations",),
     "dead_letter": ("dead_letter_queue",),
     "disable_consumer": ("disabled_consumers",),
+    "pause_queue": ("paused_queues",),
     "park": ("parked_messages",),
     "discard": ("discarded_messages",),
     "retry_from_dlq": ("replayed_messages",),
@@ -216,6 +217,11 @@ def effect_select(table: str, ids: list[str], at: dt.datetime) -> str:
         return (
             f"select a.action_id, a.consumer_id, a.scheduled_group, {ts} from {a} "
             f"where a.action_type = 'disable_consumer'"
+        )
+    if table == "paused_queues":
+        return (
+            f"select a.action_id, a.broker_name, a.queue_name, a.consumer_id, "
+            f"a.reason, {ts} from {a} where a.action_type = 'pause_queue'"
         )
     if table == "parked_messages":
         holding = (
@@ -446,7 +452,7 @@ def apply_actions(
         plan = load_pending(engine, filters)
         result.planned = len(plan.actions)
         if not yes:
-            print_plan(plan, console, live_brokers=set(live.brokers))
+            print_plan(plan, console, live_brokers=live.brokers)
             if plan.actions:
                 console.print("[bold]Dry run:[/bold] nothing applied. Run again with --yes.")
             return result

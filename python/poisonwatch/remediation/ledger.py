@@ -146,6 +146,15 @@ EFFECT_TABLES: dict[str, list[tuple[str, str]]] = {
         ("purged_at", "timestamp"),
         ("run_id", "string"),
     ],
+    "paused_queues": [
+        ("action_id", "string"),
+        ("broker_name", "string"),
+        ("queue_name", "string"),
+        ("consumer_id", "string"),
+        ("reason", "string"),
+        ("paused_at", "timestamp"),
+        ("run_id", "string"),
+    ],
 }
 
 ACTION_LOG_COLUMNS = [
@@ -171,6 +180,16 @@ REPLAY_REQUEST_COLUMNS = [
     ("message_id", "string"),
     ("requested_by", "string"),
     ("requested_at", "timestamp"),
+    ("note", "string"),
+]
+# `poisonwatch resume`: an operator turned a queue that apply paused back on.
+RESUME_REQUEST_COLUMNS = [
+    ("request_id", "string"),
+    ("broker_name", "string"),
+    ("queue_name", "string"),
+    ("resumed_by", "string"),
+    ("resumed_at", "timestamp"),
+    ("is_resumed_on_broker", "boolean"),
     ("note", "string"),
 ]
 # How long a lease lives without renewal, by the store's clock; the holder renews it four times
@@ -245,6 +264,7 @@ def ensure_ops_tables(engine: Any) -> None:
     engine.execute(_ddl("action_log", ACTION_LOG_COLUMNS, partitioned=False))
     engine.execute(_ddl("apply_leases", LEASE_COLUMNS, partitioned=False))
     engine.execute(_ddl("replay_requests", REPLAY_REQUEST_COLUMNS, partitioned=False))
+    engine.execute(_ddl("resume_requests", RESUME_REQUEST_COLUMNS, partitioned=False))
     for table, columns in EFFECT_TABLES.items():
         engine.execute(_ddl(table, columns, partitioned=True))
 

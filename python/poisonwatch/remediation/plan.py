@@ -29,6 +29,7 @@ ACTION_TYPES = (
     "dead_letter",
     "retry_from_dlq",
     "disable_consumer",
+    "pause_queue",
     "purge_failure_log",
 )
 
@@ -166,18 +167,15 @@ def load_pending(engine: Any, filters: Filters, with_awaiting: bool = False) -> 
     return Plan(actions, counts, awaiting)
 
 
-def runs_where(action: dict[str, Any], live_brokers: set[str]) -> str:
+def runs_where(action: dict[str, Any], live_brokers: dict[str, Any]) -> str:
     """`live`: executed on a connected ActiveMQ broker by `apply --yes`; `script`: written for
-    someone else to run (T-SQL for a DBA, Artemis/agent commands); `review`: never applied."""
-    from poisonwatch.broker import LIVE_ACTION_TYPES
+    someone else to run (T-SQL for a DBA, Artemis/agent commands); `review`: never applied.
+    `live_brokers`: name → BrokerTarget."""
+    from poisonwatch.broker import is_live_action
 
     if action.get("requires_review") or not action.get("statement"):
         return "review"
-    if (
-        action.get("broker_kind") == "jms"
-        and action.get("action_type") in LIVE_ACTION_TYPES
-        and action.get("broker_name") in live_brokers
-    ):
+    if is_live_action(action, live_brokers):
         return "live"
     return "script"
 
@@ -188,7 +186,7 @@ def _target(a: dict[str, Any]) -> str:
         for v in (
             a["queue_name"],
             a["conversation_handle"] or a["message_id"],
-            a["consumer_id"] if a["action_type"] in ("disable_consumer",) else None,
+            a["consumer_id"] if a["action_type"] in ("disable_consumer", "pause_queue") else None,
         )
         if v
     ) or str(a["consumer_id"] or "")
@@ -198,7 +196,7 @@ def print_plan(
     plan: Plan,
     console: Console | None = None,
     max_rows: int = 50,
-    live_brokers: set[str] | None = None,
+    live_brokers: dict[str, Any] | None = None,
     wide: bool = False,
     fmt: str = "table",
 ) -> None:
@@ -207,7 +205,7 @@ def print_plan(
     action as `json` lines or `csv` on stdout. `run` says where each action runs (live on a
     connected broker, script-only, or review)."""
     console = console or Console()
-    live_brokers = live_brokers or set()
+    live_brokers = live_brokers or {}
     if fmt in ("json", "csv"):
         from poisonwatch.warehouse.sqlrun import print_rows
 
@@ -518,7 +516,7 @@ def run_plan(
     from poisonwatch.broker import live_brokers
     from poisonwatch.warehouse.engine import connect
 
-    live = set(live_brokers(brokers))
+    live = live_brokers(brokers)
     with connect(target) as engine:
         plan = load_pending(engine, filters, with_awaiting=True)
     print_plan(plan, live_brokers=live, wide=wide, fmt=fmt)

@@ -8,7 +8,8 @@ depends on, cheaply:
 - the ingest ledger (`raw.ingested_files`, one row per landed file): per dataset, how many files
   and the newest `_batch_id` (ingest gives every batch an id that sorts after every committed one);
 - the remediation ledger `poisonwatch_ops.action_log` (`apply` appends it last; the effects it
-  commits are read through it): its row count;
+  commits are read through it) and the operators' requests (`replay_requests`,
+  `resume_requests`): their row counts;
 - the dbt project itself: a sha256 over models, macros, seeds, tests, snapshots, dbt_project.yml,
   selectors.yml and profiles.yml (a target's schema lives there).
 
@@ -49,9 +50,14 @@ from poisonwatch.config import PoisonwatchError, home, project_root, target_name
 PROJECT_DIRS = ("models", "macros", "seeds", "tests", "snapshots")
 PROJECT_FILES = ("dbt_project.yml", "selectors.yml", "packages.yml", "profiles.yml")
 LEDGER_TABLE = "ingested_files"
-# The remediation ledger: `apply` appends it last (its commit point), and the staging models of
-# its effect tables read only committed runs through it, so they are all downstream of it.
-OPS_TABLES = ("action_log",)
+# Ops table → its dbt source. The remediation ledger: `apply` appends it last (its commit point),
+# and the staging models of its effect tables read only committed runs through it, so they are
+# all downstream of it. The operators' requests (`replay`, `resume`) change what is planned.
+OPS_TABLES = {
+    "action_log": "ops",
+    "replay_requests": "remediation_ops",
+    "resume_requests": "remediation_ops",
+}
 # Landing dataset → dbt source (models/staging/<source>/_<source>__sources.yml).
 SOURCE_PREFIXES = {"ssb_": "service_broker", "jms_": "jms"}
 PRODUCTION = ["build", "--selector", "production"]
@@ -292,7 +298,7 @@ def plan_build(
     gone = sorted(set(old_datasets) - set(inputs.datasets)) + sorted(set(old_ops) - set(inputs.ops))
     if gone:
         return PRODUCTION, "ledger entries disappeared: " + ", ".join(gone), gone
-    changed = changed_datasets + [f"ops.{t}" for t in changed_ops]
+    changed = changed_datasets + [f"{OPS_TABLES.get(t, 'ops')}.{t}" for t in changed_ops]
     if not changed:
         newest = max((b for _, b in inputs.datasets.values()), default="none")
         return (
@@ -310,7 +316,7 @@ def plan_build(
         if source is None:
             return PRODUCTION, f"new data in dataset {dataset} with no known source", changed
         selectors.append(f"source:{source}.{dataset}+")
-    selectors += [f"source:ops.{t}+" for t in changed_ops]
+    selectors += [f"source:{OPS_TABLES.get(t, 'ops')}.{t}+" for t in changed_ops]
     return (
         ["build", "--select", *selectors, *NO_UNIT_TESTS, *NOT_ON_DEMAND],
         "new input in " + ", ".join(changed) + ": what is downstream of it",

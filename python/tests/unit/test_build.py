@@ -91,6 +91,11 @@ def test_an_apply_reruns_what_reads_the_remediation_ledger() -> None:
     args, _, changed = plan_build(after, _last(before))
     assert changed == ["ops.action_log"]
     assert args == ["build", "--select", "source:ops.action_log+", *NO_UNIT_TESTS, *NOT_ON_DEMAND]
+    # An operator's resume (or replay) request reruns what reads the requests.
+    after.ops = {"action_log": 0, "resume_requests": 1}
+    args, _, changed = plan_build(after, _last(before))
+    assert changed == ["remediation_ops.resume_requests"]
+    assert "source:remediation_ops.resume_requests+" in args
     # The first build found no ops database (its hook creates the ledger empty): 0 rows, no news.
     first = _inputs()
     first.ops = {}
@@ -153,6 +158,10 @@ def _ledger_files(warehouse: Path, raw_db: str, ops_db: str, batches: list[str])
     run = warehouse / f"{ops_db}.db" / "action_log" / "run_id=r1"
     run.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table({"action_id": ["x", "y"]}), run / "part-00000.parquet")
+    resumes = warehouse / f"{ops_db}.db" / "resume_requests"
+    resumes.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"request_id": ["r"]}), resumes / "part-00000.parquet")
+    (warehouse / f"{ops_db}.db" / "replay_requests").mkdir(exist_ok=True)  # none yet
 
 
 def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) -> None:
@@ -168,7 +177,7 @@ def test_ledger_figures_read_from_parquet_files_without_spark(tmp_path: Path) ->
     inputs = read_inputs_from_files(warehouse, project)
     assert inputs is not None
     assert inputs.datasets == {"jms_b": [1, "b1"], "ssb_a": [2, "b2"]}
-    assert inputs.ops == {"action_log": 2}
+    assert inputs.ops == {"action_log": 2, "replay_requests": 0, "resume_requests": 1}
     assert inputs.project == project_fingerprint(project)
     # A Delta table's files include deleted rows' until a vacuum: its figures come from Spark.
     (warehouse / "ops.db" / "action_log" / "_delta_log").mkdir()
@@ -187,14 +196,22 @@ def test_delta_ledgers_at_the_recorded_versions_need_no_spark(tmp_path: Path) ->
     (project / "models").mkdir(parents=True)
     (project / "dbt_project.yml").write_text("vars: {raw_database: raw, ops_database: ops}\n")
     warehouse = tmp_path / "warehouse"
-    folders = [warehouse / "raw.db" / "ingested_files", warehouse / "ops.db" / "action_log"]
+    folders = [
+        warehouse / "raw.db" / "ingested_files",
+        *(warehouse / "ops.db" / t for t in ("action_log", "replay_requests", "resume_requests")),
+    ]
     for folder in folders:
         (folder / "_delta_log").mkdir(parents=True)
         (folder / "_delta_log" / f"{0:020d}.json").write_text("{}")
     (folders[0] / "_delta_log" / f"{7:020d}.json").write_text("{}")
     (folders[0] / "_delta_log" / f"{7:020d}.checkpoint.parquet").write_text("")
     (folders[0] / "_delta_log" / f"{9:020d}.json.tmp").write_text("")  # not a commit
-    versions = {"raw.db/ingested_files": 7, "ops.db/action_log": 0}
+    versions = {
+        "raw.db/ingested_files": 7,
+        "ops.db/action_log": 0,
+        "ops.db/replay_requests": 0,
+        "ops.db/resume_requests": 0,
+    }
     assert delta_log_versions(folders) == versions
     last = {
         "project": project_fingerprint(project),

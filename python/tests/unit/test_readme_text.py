@@ -34,6 +34,7 @@ WORKFLOW = (
     "plan",
     "apply",
     "replay",
+    "resume",
     "backtest",
     "check",
     "store",
