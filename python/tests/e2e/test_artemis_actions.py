@@ -1,6 +1,7 @@
 """Remediation actions on one real ActiveMQ Artemis broker (module-scoped, started and stopped by
 PID), through its management API: each action type puts the message where it belongs, a re-run
-after a lost ledger write finds its intent and moves nothing twice, a message in delivery is
+after a lost ledger write finds its intent and moves nothing twice, a paused queue holds its
+messages until resumed (once under a kill, through a broker crash), a message in delivery is
 busy, a hostile name or id is refused before anything moves, and 300 actions survive kill -9 of
 the runner at three points and a broker crash mid-run with every message exactly once where it
 belongs, checked message by message on the broker.
@@ -221,6 +222,41 @@ def test_a_hostile_action_is_refused_before_anything_moves(
     assert outcome.status == "failed" and why in outcome.detail
     assert _where(acts) == before
     assert action.action_id not in acts.journal_ids()
+
+
+def test_pause_once_under_a_kill_holds_through_a_restart_and_resume_lets_go(
+    broker: Artemis, tmp_path: Path
+) -> None:
+    """pause_queue (a tripped breaker whose platform cannot be reached): the runner killed
+    right after the pause and before its ledger write, the re-run records it once as
+    already_applied; the paused queue keeps its messages, delivers none, stays paused through
+    a broker crash; resume lets the consumer have them all."""
+    acts = _actions(broker)
+    bodies = ["p-1", "p-2", "p-3"]
+    broker.send("act.pause", bodies)
+    _all_ids(acts, "act.pause", bodies)
+    plan = [LiveAction("pz-1", "pause_queue", broker.name, "act.pause", "")]
+    (tmp_path / "plan.json").write_text(json.dumps([dataclasses.asdict(a) for a in plan]))
+    proc = _child(broker, tmp_path, "artemis:after_pause")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == -9, f"{proc.returncode}\n{out}\n{err}"
+    assert acts.is_paused("act.pause") is True and _ledger(tmp_path) == []
+    proc = _child(broker, tmp_path)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert [(r["action_id"], r["status"]) for r in _ledger(tmp_path)] == [
+        ("pz-1", "already_applied")
+    ]
+    assert broker.receive("act.pause", 1, 3.0) == []
+    broker.stop(kill=True)
+    broker.start()
+    acts = _actions(broker)
+    assert acts.is_paused("act.pause") is True
+    assert sorted(_all_ids(acts, "act.pause", bodies)) == bodies
+    assert acts.resume_queue("act.pause") is True
+    assert sorted(broker.receive("act.pause", 3, 60.0)) == bodies
+    assert acts.resume_queue("act.pause") is False
+    assert acts.execute(_action("pz-2", "pause_queue", "act.none", "")).status == "failed"
 
 
 # --- exactly once under kills ---------------------------------------------------------------

@@ -4,7 +4,10 @@ kit (`java/`) consume a real Artemis with a geometric redelivery delay (×1.5) a
 `dlq_messages` and `consumer_circuit_breakers` agree message by message with what Artemis did
 (its DLQ, its delivery counts) and with what the kit's fuse decided (its reports on the board).
 Then `poisonwatch replay` + `apply` retry the DLQ group on the broker after the bug is "fixed",
-and the agent consumes every message once.
+and the agent consumes every message once. agent.art-billing's policy says `on_trip =
+pause_queue` (its platform cannot be reached): the same `apply` pauses art.billing on the broker,
+its messages wait there, `poisonwatch resume` turns it back on, and the next build plans no
+pause again.
 
 Agents (one server each, `node-1`):
 - agent.art-audit     healthy, 20 messages: never in poison_messages;
@@ -15,8 +18,9 @@ Agents (one server each, `node-1`):
 - agent.art-orders    a permanent bug, 30 messages, M = 3000: Artemis dead-letters each after 6
   deliveries (art.orders' own address-setting; the seed's jms row says 10): poison, in the DLQ,
   judged by the broker's 6 (collect lands the settings, the policy models use them);
-- agent.art-billing   the same bug, 10 messages, the default fuse: it trips after 3 failures of
-  one type, the agent stops, the messages stay on their queue; the breaker mart says tripped.
+- agent.art-billing   the same bug, 10 messages, the default fuse (a seed row: on_trip =
+  pause_queue): it trips after 3 failures of one type, the agent stops, the messages stay on
+  their queue; the breaker mart says tripped.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from support.artemis import AddressSetting, Artemis, ensure_artemis, started
 from support.child_python import run_py
 
 from poisonwatch.broker.artemis import JolokiaClient, snapshot_row
+from poisonwatch.broker.artemis_actions import ArtemisActions
 from poisonwatch.broker.collect import collect
 from poisonwatch.broker.profiles import parse_artemis_url
 
@@ -143,7 +148,10 @@ def test_agents_collect_and_marts_agree_with_artemis_and_the_fuse(world: dict[st
 
     result = collect(parse_artemis_url(broker.url), ["art.*"], out=landing)
     assert result.error is None, result.error
-    policies = ", ".join(f"('{c}', 3000, 'ANY', null, 'oracle')" for c in WIDE)
+    policies = ", ".join(
+        [f"('{c}', 3000, 'ANY', null, 'oracle', null)" for c in WIDE]
+        + ["('agent.art-billing', 10, 'ANY', null, 'oracle', 'pause_queue')"]
+    )
     out = run_py(
         f"""
         import json
@@ -171,6 +179,9 @@ def test_agents_collect_and_marts_agree_with_artemis_and_the_fuse(world: dict[st
                          "from poisonwatch.dlq_messages where broker_kind = 'jms'"),
                 "breakers": q("select consumer_id, is_tripped, trip_reason, "
                               "longest_same_type_run from poisonwatch.consumer_circuit_breakers"),
+                "consumer_actions": q("select action_type, consumer_id, broker_name, queue_name, "
+                                      "status from poisonwatch.remediation_actions "
+                                      "where action_type in ('disable_consumer', 'pause_queue')"),
             }}
         request_replay({dlq_ids!r}, {broker.name!r}, "DLQ", "oracle", target="local")
         with connect("local") as e:
@@ -204,6 +215,10 @@ def test_agents_collect_and_marts_agree_with_artemis_and_the_fuse(world: dict[st
     marts_tripped = {c for c, r in breakers.items() if r[1] == "True"}
     assert marts_tripped == kit_tripped, breakers
     assert breakers["agent.art-billing"][2:] == ["same_exception_type", "3"]
+    # The tripped breaker pauses the queue its agent reads, and disables nobody.
+    assert out["consumer_actions"] == [
+        ["pause_queue", "agent.art-billing", broker.name, "art.billing", "pending"]
+    ]
     pending = sorted(r[1] for r in out["actions"] if r[4] == "pending")
     assert pending == dlq_ids and {(r[2], r[3]) for r in out["actions"]} == {("DLQ", "art.orders")}
     world["dlq_ids"] = dlq_ids
@@ -234,3 +249,38 @@ def test_apply_retries_the_dlq_group_on_artemis_and_the_fixed_agent_consumes_it(
         if r["queue_name"] == "art.orders" and r["outcome"] == "acknowledged"
     ]
     assert sorted(acked) == world["dlq_ids"]
+
+    # The same apply paused art.billing: its messages wait there, none delivered, until resume.
+    acts = ArtemisActions(parse_artemis_url(broker.url))
+    assert acts.is_paused("art.billing") is True
+    billing = sorted(str(r["body"]) for r in _browse(broker, "art.billing"))
+    assert len(billing) == 10 and broker.receive("art.billing", 1, 2.0) == []
+    proc = subprocess.run(
+        [str(BIN), "resume", "--queue", "art.billing", "--broker", broker.url, "--note", "fixed"],
+        env=world["env"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "resumed" in proc.stdout, proc.stdout + proc.stderr
+    assert acts.is_paused("art.billing") is False
+    assert sorted(broker.receive("art.billing", 10, 60.0)) == billing
+    out = run_py(
+        """
+        import json
+        from poisonwatch.warehouse.dbtrun import run_dbt
+        from poisonwatch.warehouse.engine import connect
+        with connect("local") as e:
+            run_dbt(["run", "--select", "stg_ops__paused_queues+", "stg_ops__resume_requests+"])
+            q = lambda sql: [[str(v) for v in r] for r in e.query(sql)[1]]
+            print("@@" + json.dumps({
+                "paused": q("select consumer_id, queue_name "
+                            "from poisonwatch_staging.stg_ops__paused_queues"),
+                "resumed": q("select queue_name, is_resumed_on_broker, note "
+                             "from poisonwatch_staging.stg_ops__resume_requests"),
+                "pending": q("select action_type, queue_name from "
+                             "poisonwatch.remediation_actions where status = 'pending'"),
+            }))
+        """,
+        world["env"],
+    )
+    assert out["paused"] == [["agent.art-billing", "art.billing"]]
+    assert out["resumed"] == [["art.billing", "True", "fixed"]]
+    assert ["pause_queue", "art.billing"] not in out["pending"], out["pending"]

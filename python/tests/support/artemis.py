@@ -242,6 +242,29 @@ class Artemis:
                 properties, 3, body, True, self.user, self.password, True,
             )  # fmt: skip
 
+    def receive(self, queue: str, want: int, seconds: float) -> list[str]:
+        """Consume (auto-acknowledge, over STOMP) until `want` messages came or `seconds`
+        passed; their bodies."""
+        import stomp
+
+        got: list[str] = []
+
+        class Collect(stomp.ConnectionListener):
+            def on_message(self, frame: Any) -> None:
+                got.append(frame.body)
+
+        conn = stomp.Connection([("127.0.0.1", self.port)])
+        conn.set_listener("collect", Collect())
+        conn.connect(self.user, self.password, wait=True)
+        try:
+            conn.subscribe(f"/queue/{queue}", id="1", ack="auto")
+            deadline = time.monotonic() + seconds
+            while len(got) < want and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            conn.disconnect()
+        return list(got)
+
     def log_tail(self, chars: int = 3000) -> str:
         path = self.folder / "broker.log"
         return path.read_text(errors="replace")[-chars:] if path.exists() else ""
