@@ -117,13 +117,6 @@ class ReportData:
     breaker_backtest: tuple[list[str], list[tuple[Any, ...]]] | None = None
 
 
-def _exists(engine: Engine, database: str, table: str) -> bool:
-    try:
-        return engine.table_exists(database, table)
-    except Exception:  # the database itself is missing
-        return False
-
-
 def _columns(engine: Engine, database: str, table: str) -> set[str]:
     columns, _ = engine.query(f"select * from `{database}`.`{table}` limit 0")
     return {c.lower() for c in columns}
@@ -183,7 +176,7 @@ def _queue_label(row: tuple[Any, ...]) -> str:
 
 def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
     """Run the report's aggregate queries and return their (small) results."""
-    missing = [t for t in REQUIRED_MARTS if not _exists(engine, MARTS, t)]
+    missing = [t for t in REQUIRED_MARTS if not engine.table_exists(MARTS, t)]
     if missing:
         raise PoisonwatchError(
             f"the marts {', '.join(missing)} do not exist yet: run `dbt build` first"
@@ -195,7 +188,7 @@ def collect(engine: Engine, since_seconds: int | None = None) -> ReportData:
     in_range = window.where
     sparse = data.sparse_window = choose_window(window.start, window.end, MAX_SPARSE_WINDOWS)
 
-    if _exists(engine, INTERMEDIATE, "int_receive_attempts_sequenced"):
+    if engine.table_exists(INTERMEDIATE, "int_receive_attempts_sequenced"):
         # One scan of the attempts: failures per window and class, and all attempts in range.
         _, rows = engine.query(
             f"select {window.bucket('attempted_at')} as bucket, "
@@ -297,7 +290,7 @@ def _collect_breakers(engine: Engine, data: ReportData) -> None:
         f"from {MARTS}.consumer_circuit_breakers "
         "order by is_tripped desc, longest_any_type_run desc nulls last, consumer_id"
     )
-    if not _exists(engine, INTERMEDIATE, "int_jms__consumer_failure_runs"):
+    if not engine.table_exists(INTERMEDIATE, "int_jms__consumer_failure_runs"):
         return
     consumers = [row[0] for row in data.breakers[:TOP_CONSUMERS]]
     if not consumers:
@@ -313,7 +306,7 @@ def _collect_breakers(engine: Engine, data: ReportData) -> None:
 
 def _collect_optional(engine: Engine, data: ReportData, window: Window) -> None:
     """Sections of marts that other features add (alerts, backtests): shown when present."""
-    if _exists(engine, MARTS, "alerts"):
+    if engine.table_exists(MARTS, "alerts"):
         cols = _columns(engine, MARTS, "alerts")
         wanted = [
             c
@@ -363,7 +356,7 @@ def _float(value: Any) -> float | None:
 
 def _backtest(engine: Engine, table: str) -> tuple[list[str], list[tuple[Any, ...]]] | None:
     """Per candidate: every numeric column added up (means and p95s averaged) over its rows."""
-    if not _exists(engine, MARTS, table):
+    if not engine.table_exists(MARTS, table):
         return None
     _, schema = engine.query(f"describe {MARTS}.{table}")
     numeric = [
