@@ -167,6 +167,7 @@
         ],
         'resume_requests': [
             ('request_id', 'string'),
+            ('paused_action_id', 'string'),
             ('broker_name', 'string'),
             ('queue_name', 'string'),
             ('resumed_by', 'string'),

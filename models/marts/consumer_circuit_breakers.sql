@@ -178,6 +178,15 @@ disabled_groups_by_apply as (
     select distinct scheduled_group
     from {{ ref('stg_ops__disabled_consumers') }}
     where scheduled_group is not null
+),
+
+paused_by_apply as (
+    -- Consumers whose queue apply paused (pause_queue) and no resume has turned back on.
+    select distinct paused_queues.consumer_id
+    from {{ ref('stg_ops__paused_queues') }} as paused_queues
+    left anti join {{ ref('stg_ops__resume_requests') }} as resume_requests
+        on paused_queues.action_id = resume_requests.paused_action_id
+    where paused_queues.consumer_id is not null
 )
 
 select
@@ -204,9 +213,12 @@ select
         when grouped.group_tripped_count > 0 then 'scheduled_group'
     end as trip_reason,
     disabled_by_apply.consumer_id is not null
-    or disabled_groups_by_apply.scheduled_group is not null as is_disabled_by_apply
+    or disabled_groups_by_apply.scheduled_group is not null as is_disabled_by_apply,
+    paused_by_apply.consumer_id is not null as is_paused_by_apply
 from grouped
 left join disabled_by_apply
     on grouped.consumer_id = disabled_by_apply.consumer_id
 left join disabled_groups_by_apply
     on grouped.scheduled_group = disabled_groups_by_apply.scheduled_group
+left join paused_by_apply
+    on grouped.consumer_id = paused_by_apply.consumer_id

@@ -232,7 +232,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 def _cmd_resume(args: argparse.Namespace) -> int:
     from poisonwatch.remediation import resume_queue
 
-    resume_queue(args.queue, args.broker, args.note, target=args.target)
+    resume_queue(args.queue, args.broker, args.note, target=args.target, by_hand=args.by_hand)
     return 0
 
 
@@ -524,6 +524,11 @@ def build_parser() -> argparse.ArgumentParser:
         "apply paused it on, if brokers.yml connects it; else recorded for a resume by hand)",
     )
     p.add_argument("--note", default=None, help="why, for the record")
+    p.add_argument(
+        "--by-hand",
+        action="store_true",
+        help="you resumed it on the broker yourself: only record it",
+    )
     p.set_defaults(func=_cmd_resume)
 
     p = sub.add_parser(

@@ -99,7 +99,7 @@ def live_counts(engine: Engine) -> dict[str, int]:
         "(select coalesce(sum(blocked_message_count), 0) from poisonwatch.poison_conversations "
         " where is_live), "
         "(select count(*) from poisonwatch.consumer_circuit_breakers "
-        " where is_tripped and not is_disabled_by_apply), "
+        " where is_tripped and not is_disabled_by_apply and not is_paused_by_apply), "
         "(select count(*) from poisonwatch.remediation_actions "
         " where status = 'pending' and not requires_review), "
         "(select count(*) from poisonwatch.remediation_actions "

@@ -196,7 +196,10 @@ alerts as (
         after_trip_with_policy.threshold,
         after_trip_with_policy.resolved_retention_hours,
         cast(after_trip_with_policy.attempts_after_trip as double) as observed_value,
-        case when breakers.is_disabled_by_apply then 'resolved' else 'open' end as status,
+        case
+            when breakers.is_disabled_by_apply or breakers.is_paused_by_apply then 'resolved'
+            else 'open'
+        end as status,
         concat(
             'tripped at ', cast(after_trip_with_policy.tripped_at as string), ' (',
             breakers.trip_reason, '); ', after_trip_with_policy.attempts_after_trip,

@@ -3,8 +3,8 @@
 -- group) or pause_queue (artemis_command: pause each queue the consumer reads, on the broker);
 -- and purge_failure_log, the failure-log retention of seed 002 — after a succeeded last
 -- activation its failure records, after a failed one those older than the retention.
--- A queue `poisonwatch resume` turned back on is paused again only when its consumer fails
--- M times in a row after the resume: the breaker's longest runs never shrink.
+-- A queue `poisonwatch resume` turned back on is paused again only when its consumer trips
+-- anew on the failures after the resume: the breaker's longest runs never shrink.
 
 {%- set retention_days = var('failure_log_retention_days') %}
 
@@ -61,12 +61,13 @@ disable_actions as (
     where on_trip = 'disable_consumer'
 ),
 
-consumer_queues as (
-    -- The queues each consumer that pauses on a trip reads, and its last success there.
+consumer_queue_servers as (
+    -- Each server on which a consumer that pauses on a trip reads a queue: its last success.
     select
         attempts.consumer_id,
         attempts.broker_name,
         attempts.queue_name,
+        attempts.server_name,
         max(attempts.address) as address,
         max(case when attempts.is_success then attempts.attempted_at end) as last_success_at
     from attempts
@@ -76,16 +77,20 @@ consumer_queues as (
         breakers.on_trip = 'pause_queue'
         and attempts.broker_kind = 'jms'
         and attempts.queue_name is not null
-    group by attempts.consumer_id, attempts.broker_name, attempts.queue_name
+    group by
+        attempts.consumer_id, attempts.broker_name, attempts.queue_name, attempts.server_name
 ),
 
 queue_pauses as (
+    -- Whether a pause apply made is still on: no resume names it (ids, not two clocks).
     select
-        broker_name,
-        queue_name,
-        max(paused_at) as last_paused_at
+        paused_queues.broker_name,
+        paused_queues.queue_name,
+        count_if(resume_requests.request_id is null) > 0 as has_open_pause
     from paused_queues
-    group by broker_name, queue_name
+    left join resume_requests
+        on paused_queues.action_id = resume_requests.paused_action_id
+    group by paused_queues.broker_name, paused_queues.queue_name
 ),
 
 queue_resumes as (
@@ -93,48 +98,99 @@ queue_resumes as (
         broker_name,
         queue_name,
         max(resumed_at) as last_resumed_at,
-        max_by(request_id, resumed_at) as last_resume_request_id
+        max_by(request_id, struct(resumed_at, request_id)) as last_resume_request_id
     from resume_requests
     group by broker_name, queue_name
 ),
 
-queue_states as (
-    select
-        consumer_queues.*,
-        queue_pauses.last_paused_at,
-        queue_resumes.last_resumed_at,
-        queue_resumes.last_resume_request_id
-    from consumer_queues
-    left join queue_pauses
-        on
-            consumer_queues.broker_name = queue_pauses.broker_name
-            and consumer_queues.queue_name = queue_pauses.queue_name
-    left join queue_resumes
-        on
-            consumer_queues.broker_name = queue_resumes.broker_name
-            and consumer_queues.queue_name = queue_resumes.queue_name
-),
-
 failures_since_resume as (
-    -- The consumer's failures on the queue after its resume and after its last success.
+    -- Per server and exception class, the consumer's failures after the queue's last resume
+    -- and after its last success on that server; temporarily_unavailable does not count.
     select
-        queue_states.consumer_id,
-        queue_states.broker_name,
-        queue_states.queue_name,
+        consumer_queue_servers.consumer_id,
+        consumer_queue_servers.broker_name,
+        consumer_queue_servers.queue_name,
+        consumer_queue_servers.server_name,
+        attempts.exception_class,
         count(*) as failure_count
-    from queue_states
+    from consumer_queue_servers
+    inner join queue_resumes
+        on
+            consumer_queue_servers.broker_name = queue_resumes.broker_name
+            and consumer_queue_servers.queue_name = queue_resumes.queue_name
     inner join attempts
         on
-            queue_states.consumer_id = attempts.consumer_id
-            and queue_states.broker_name = attempts.broker_name
-            and queue_states.queue_name = attempts.queue_name
+            consumer_queue_servers.consumer_id = attempts.consumer_id
+            and consumer_queue_servers.broker_name = attempts.broker_name
+            and consumer_queue_servers.queue_name = attempts.queue_name
+            and consumer_queue_servers.server_name = attempts.server_name
             and attempts.is_failure
-            and queue_states.last_resumed_at < attempts.attempted_at
+            and attempts.outcome != 'temporarily_unavailable'
+            and queue_resumes.last_resumed_at < attempts.attempted_at
             and (
-                queue_states.last_success_at is null
-                or queue_states.last_success_at < attempts.attempted_at
+                consumer_queue_servers.last_success_at is null
+                or consumer_queue_servers.last_success_at < attempts.attempted_at
             )
-    group by queue_states.consumer_id, queue_states.broker_name, queue_states.queue_name
+    group by
+        consumer_queue_servers.consumer_id,
+        consumer_queue_servers.broker_name,
+        consumer_queue_servers.queue_name,
+        consumer_queue_servers.server_name,
+        attempts.exception_class
+),
+
+servers_since_resume as (
+    -- A server reports as the breaker's do: N of one type or M of any (a type's count since
+    -- the resume stands for its run: no success came between them).
+    select
+        failures_since_resume.consumer_id,
+        failures_since_resume.broker_name,
+        failures_since_resume.queue_name,
+        failures_since_resume.server_name,
+        {{ breaker_server_reports(
+            'max(failures_since_resume.failure_count)',
+            'sum(failures_since_resume.failure_count)',
+            'max(breakers.max_consecutive_failures)',
+        ) }} as is_report
+    from failures_since_resume
+    inner join breakers
+        on failures_since_resume.consumer_id = breakers.consumer_id
+    group by
+        failures_since_resume.consumer_id,
+        failures_since_resume.broker_name,
+        failures_since_resume.queue_name,
+        failures_since_resume.server_name
+),
+
+queue_states as (
+    select
+        consumer_queue_servers.consumer_id,
+        consumer_queue_servers.broker_name,
+        consumer_queue_servers.queue_name,
+        max(consumer_queue_servers.address) as address,
+        coalesce(bool_or(queue_pauses.has_open_pause), false) as has_open_pause,
+        max(queue_resumes.last_resumed_at) as last_resumed_at,
+        max(queue_resumes.last_resume_request_id) as last_resume_request_id,
+        count_if(servers_since_resume.is_report) as reporting_server_count
+    from consumer_queue_servers
+    left join queue_pauses
+        on
+            consumer_queue_servers.broker_name = queue_pauses.broker_name
+            and consumer_queue_servers.queue_name = queue_pauses.queue_name
+    left join queue_resumes
+        on
+            consumer_queue_servers.broker_name = queue_resumes.broker_name
+            and consumer_queue_servers.queue_name = queue_resumes.queue_name
+    left join servers_since_resume
+        on
+            consumer_queue_servers.consumer_id = servers_since_resume.consumer_id
+            and consumer_queue_servers.broker_name = servers_since_resume.broker_name
+            and consumer_queue_servers.queue_name = servers_since_resume.queue_name
+            and consumer_queue_servers.server_name = servers_since_resume.server_name
+    group by
+        consumer_queue_servers.consumer_id,
+        consumer_queue_servers.broker_name,
+        consumer_queue_servers.queue_name
 ),
 
 pause_actions as (
@@ -160,16 +216,13 @@ pause_actions as (
         ) }}
             as statement,
         'artemis_jolokia' as statement_language,
-        -- not paused by apply now, and, after a resume, failing M times in a row anew
-        coalesce(
-            queue_states.last_paused_at is null
-            or queue_states.last_paused_at <= queue_states.last_resumed_at,
-            false
-        )
+        -- not paused by apply now, and, after a resume, tripping anew: as many reporting
+        -- servers as the breaker's mode needs, counting failures after the resume only
+        not queue_states.has_open_pause
         and (
             queue_states.last_resumed_at is null
-            or coalesce(failures_since_resume.failure_count, 0)
-            >= breakers.max_consecutive_failures
+            or queue_states.reporting_server_count
+            >= {{ breaker_reports_needed('breakers.breaker_mode') }}
         ) as is_needed,
         cast(null as string) as invalid_reason,
         cast(null as string) as activation_id,
@@ -184,11 +237,6 @@ pause_actions as (
     from queue_states
     inner join breakers
         on queue_states.consumer_id = breakers.consumer_id
-    left join failures_since_resume
-        on
-            queue_states.consumer_id = failures_since_resume.consumer_id
-            and queue_states.broker_name = failures_since_resume.broker_name
-            and queue_states.queue_name = failures_since_resume.queue_name
 ),
 
 last_activations as (

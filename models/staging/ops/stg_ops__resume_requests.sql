@@ -1,5 +1,6 @@
 select
     request_id,
+    paused_action_id,
     broker_name,
     queue_name,
     resumed_by,

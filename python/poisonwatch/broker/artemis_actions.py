@@ -12,7 +12,8 @@ Artemis moves one message in a broker transaction of its own (the queue MBean's 
 - `pause_queue`: the queue's `pause(true)`, kept across broker restarts (a tripped breaker whose
   consumer platform cannot be reached); `resume_queue` undoes it for `poisonwatch resume`.
   Pausing is idempotent, so the queue's own state is its exactly-once record: a re-run that
-  finds it paused reports `already_applied`.
+  finds it paused pauses it again (persistently) and reports `already_applied`. Only a durable
+  queue keeps the pause across a restart.
 
 A management call cannot share a transaction with a second one, so exactly once rests on an
 intent marker and on where the message is:
@@ -280,12 +281,13 @@ class ArtemisActions:
         paused = self.is_paused(action.queue_name)
         if paused is None:
             return Outcome(action, "failed", f"queue {action.queue_name} is not on the broker")
-        if paused:
-            return Outcome(action, "already_applied", f"queue {action.queue_name} is paused")
         queue = self.queue(action.queue_name)
         assert queue is not None
+        # Also on a queue paused already: someone's pause(false) would end at the next restart.
         self.client.exec(queue.mbean, "pause(boolean)", True)
         crash_point("artemis:after_pause")
+        if paused:
+            return Outcome(action, "already_applied", f"queue {action.queue_name} is paused")
         return Outcome(action, "applied", f"paused {action.queue_name} (kept across restarts)")
 
     def resume_queue(self, name: str) -> bool:

@@ -422,8 +422,9 @@ def apply_actions(
     brokers: dict[str, Any] | None = None,
 ) -> ApplyResult:
     """Apply pending actions (the caller holds lock's file lock). JMS dead_letter,
-    retry_from_dlq, park and discard actions of a broker in `brokers` (name → BrokerTarget)
-    run on that live broker first (poisonwatch.broker), then go to the ledger."""
+    retry_from_dlq, park and discard actions of a broker in `brokers` (name → BrokerTarget),
+    and pause_queue on an Artemis one, run on that live broker first (poisonwatch.broker),
+    then go to the ledger."""
     from poisonwatch.broker import BrokerError, LiveRunner
 
     console = console or Console()

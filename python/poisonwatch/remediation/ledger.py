@@ -185,6 +185,7 @@ REPLAY_REQUEST_COLUMNS = [
 # `poisonwatch resume`: an operator turned a queue that apply paused back on.
 RESUME_REQUEST_COLUMNS = [
     ("request_id", "string"),
+    ("paused_action_id", "string"),
     ("broker_name", "string"),
     ("queue_name", "string"),
     ("resumed_by", "string"),

@@ -6,8 +6,9 @@ kit (`java/`) consume a real Artemis with a geometric redelivery delay (×1.5) a
 Then `poisonwatch replay` + `apply` retry the DLQ group on the broker after the bug is "fixed",
 and the agent consumes every message once. agent.art-billing's policy says `on_trip =
 pause_queue` (its platform cannot be reached): the same `apply` pauses art.billing on the broker,
-its messages wait there, `poisonwatch resume` turns it back on, and the next build plans no
-pause again.
+its messages wait there, `poisonwatch resume` turns it back on (refused without a connection
+to the broker), the next build plans no pause again, and three new failures of one type after
+the resume (N = 3) plan a new one.
 
 Agents (one server each, `node-1`):
 - agent.art-audit     healthy, 20 messages: never in poison_messages;
@@ -26,6 +27,7 @@ Agents (one server each, `node-1`):
 from __future__ import annotations
 
 import collections
+import datetime as dt
 import json
 import os
 import subprocess
@@ -255,6 +257,13 @@ def test_apply_retries_the_dlq_group_on_artemis_and_the_fixed_agent_consumes_it(
     assert acts.is_paused("art.billing") is True
     billing = sorted(str(r["body"]) for r in _browse(broker, "art.billing"))
     assert len(billing) == 10 and broker.receive("art.billing", 1, 2.0) == []
+    # Apply paused it live: without a connection to that broker resume refuses to only record.
+    proc = subprocess.run(
+        [str(BIN), "resume", "--queue", "art.billing"],
+        env=world["env"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "--by-hand" in proc.stderr, proc.stdout + proc.stderr
+    assert acts.is_paused("art.billing") is True
     proc = subprocess.run(
         [str(BIN), "resume", "--queue", "art.billing", "--broker", broker.url, "--note", "fixed"],
         env=world["env"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
@@ -262,25 +271,53 @@ def test_apply_retries_the_dlq_group_on_artemis_and_the_fixed_agent_consumes_it(
     assert proc.returncode == 0 and "resumed" in proc.stdout, proc.stdout + proc.stderr
     assert acts.is_paused("art.billing") is False
     assert sorted(broker.receive("art.billing", 10, 60.0)) == billing
+    # After the resume, the agent fails three times more with its bug (N = 3): a new pause.
+    failed = next(
+        r for r in _attempts(landing)
+        if r["consumer_id"] == "agent.art-billing" and r["outcome"] == "rolled_back"
+    )  # fmt: skip
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=5)
+    (landing / "jms_receive_attempts" / "after-resume.jsonl").write_text(
+        "".join(
+            json.dumps({**failed, "activation_id": "after-resume",
+                        "attempted_at": (later + dt.timedelta(seconds=i)).isoformat()}) + "\n"
+            for i in range(3)
+        )
+    )  # fmt: skip
     out = run_py(
-        """
+        f"""
         import json
+        from pathlib import Path
+        from poisonwatch.ingest import ingest
         from poisonwatch.warehouse.dbtrun import run_dbt
         from poisonwatch.warehouse.engine import connect
         with connect("local") as e:
-            run_dbt(["run", "--select", "stg_ops__paused_queues+", "stg_ops__resume_requests+"])
             q = lambda sql: [[str(v) for v in r] for r in e.query(sql)[1]]
-            print("@@" + json.dumps({
+            pauses = ("select action_id, status from poisonwatch.remediation_actions "
+                      "where action_type = 'pause_queue' and queue_name = 'art.billing'")
+            run_dbt(["run", "--select", "stg_ops__paused_queues", "stg_ops__resume_requests",
+                     "consumer_circuit_breakers", "int_remediation_actions__consumer_commands",
+                     "remediation_actions"])
+            out = {{
                 "paused": q("select consumer_id, queue_name "
                             "from poisonwatch_staging.stg_ops__paused_queues"),
                 "resumed": q("select queue_name, is_resumed_on_broker, note "
                              "from poisonwatch_staging.stg_ops__resume_requests"),
-                "pending": q("select action_type, queue_name from "
-                             "poisonwatch.remediation_actions where status = 'pending'"),
-            }))
+                "is_paused": q("select is_paused_by_apply from "
+                               "poisonwatch.consumer_circuit_breakers "
+                               "where consumer_id = 'agent.art-billing'"),
+                "after_resume": q(pauses),
+            }}
+            s = ingest(e, Path({str(landing)!r}))
+            assert not s.rejected_total, s
+            run_dbt(["run", "--select", "+remediation_actions"])
+            out["after_failures"] = q(pauses)
+        print("@@" + json.dumps(out))
         """,
         world["env"],
     )
     assert out["paused"] == [["agent.art-billing", "art.billing"]]
     assert out["resumed"] == [["art.billing", "True", "fixed"]]
-    assert ["pause_queue", "art.billing"] not in out["pending"], out["pending"]
+    assert out["is_paused"] == [["False"]]
+    assert out["after_resume"] == [], out["after_resume"]
+    assert [r[1] for r in out["after_failures"]] == ["pending"], out["after_failures"]

@@ -199,7 +199,7 @@ MART_TYPES: dict[str, dict[str, str]] = {
     },
     "consumer_circuit_breakers": {
         "consumer_id": "string", "breaker_mode": "string", "max_consecutive_failures": "int",
-        "same_type_threshold": "int", "scheduled_group": "string",
+        "same_type_threshold": "int", "scheduled_group": "string", "on_trip": "string",
         "longest_same_type_run": "int", "longest_any_type_run": "int",
         "same_type_exception_class": "string", "reporting_server_count": "int",
         "reporting_servers": "string", "server_count": "int", "is_tripped": "boolean",
@@ -293,7 +293,7 @@ def mart_rows() -> dict[str, list[dict[str, Any]]]:
         "consumer_circuit_breakers": [
             {"consumer_id": "agent.orders", "breaker_mode": "MANY",
              "max_consecutive_failures": 10, "same_type_threshold": 3,
-             "longest_same_type_run": 2, "longest_any_type_run": 2,
+             "on_trip": "disable_consumer", "longest_same_type_run": 2, "longest_any_type_run": 2,
              "same_type_exception_class": "java.net.ConnectException",
              "reporting_server_count": 0, "server_count": 1, "is_tripped": False,
              "is_disabled_by_apply": False},

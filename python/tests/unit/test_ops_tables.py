@@ -61,3 +61,13 @@ def test_every_ledger_a_model_reads_is_a_declared_source_with_its_columns() -> N
     }
     assert read <= set(declared)
     assert {"paused_queues", "resume_requests"} <= read
+
+
+def test_only_the_effect_tables_are_partitioned_by_run_id() -> None:
+    """Recovery drops an uncommitted run's partitions: the hook must partition exactly the
+    tables apply creates partitioned (its effect tables)."""
+    text = (ROOT / "macros" / "ops" / "create_ops_tables.sql").read_text(encoding="utf-8")
+    unpartitioned = re.search(r"if table_name not in \(([^)]*)\)", text)
+    assert unpartitioned is not None
+    listed = set(re.findall(r"'(\w+)'", unpartitioned.group(1)))
+    assert listed == set(_python_tables()) - set(ledger.EFFECT_TABLES)
