@@ -521,7 +521,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--broker",
         default=None,
         help="artemis://…?name=B or a name in brokers.yml: resumed there (default: the one "
-        "apply paused it on, if brokers.yml connects it; else recorded for a resume by hand)",
+        "apply paused it on, when brokers.yml connects it)",
     )
     p.add_argument("--note", default=None, help="why, for the record")
     p.add_argument(
