@@ -271,18 +271,22 @@ class ArtemisActions:
 
     # --- whole queues ---------------------------------------------------------------------------
 
-    def is_paused(self, name: str) -> bool | None:
-        """Whether the queue is paused; None when the broker has no such queue."""
+    def _queue_state(self, name: str) -> tuple[ArtemisQueue, bool] | None:
+        """The queue, listed afresh, and whether it is paused; None when the broker has none."""
         self._queues.clear()
         queue = self.queue(name)
-        return None if queue is None else bool(self.client.read(queue.mbean, "Paused"))
+        return None if queue is None else (queue, bool(self.client.read(queue.mbean, "Paused")))
+
+    def is_paused(self, name: str) -> bool | None:
+        """Whether the queue is paused; None when the broker has no such queue."""
+        state = self._queue_state(name)
+        return None if state is None else state[1]
 
     def _pause(self, action: LiveAction) -> Outcome:
-        paused = self.is_paused(action.queue_name)
-        if paused is None:
+        state = self._queue_state(action.queue_name)
+        if state is None:
             return Outcome(action, "failed", f"queue {action.queue_name} is not on the broker")
-        queue = self.queue(action.queue_name)
-        assert queue is not None
+        queue, paused = state
         # Also on a queue paused already: someone's pause(false) would end at the next restart.
         self.client.exec(queue.mbean, "pause(boolean)", True)
         crash_point("artemis:after_pause")
@@ -292,13 +296,13 @@ class ArtemisActions:
 
     def resume_queue(self, name: str) -> bool:
         """Resume a paused queue; whether it was paused. Raises when there is no such queue."""
-        paused = self.is_paused(name)
-        if paused is None:
+        state = self._queue_state(name)
+        if state is None:
             raise BrokerError(f"{self.target.name}: no queue {name!r} on the broker")
-        queue = self.queue(name)
-        if paused and queue is not None:
+        queue, paused = state
+        if paused:
             self.client.exec(queue.mbean, "resume()")
-        return bool(paused)
+        return paused
 
     def _destination(
         self, action: LiveAction, queue: ArtemisQueue | None, msg: dict[str, Any] | None

@@ -298,7 +298,8 @@ def plan_build(
     gone = sorted(set(old_datasets) - set(inputs.datasets)) + sorted(set(old_ops) - set(inputs.ops))
     if gone:
         return PRODUCTION, "ledger entries disappeared: " + ", ".join(gone), gone
-    changed = changed_datasets + [f"{OPS_TABLES.get(t, 'ops')}.{t}" for t in changed_ops]
+    changed_sources = [f"{OPS_TABLES[t]}.{t}" for t in changed_ops]
+    changed = changed_datasets + changed_sources
     if not changed:
         newest = max((b for _, b in inputs.datasets.values()), default="none")
         return (
@@ -316,7 +317,7 @@ def plan_build(
         if source is None:
             return PRODUCTION, f"new data in dataset {dataset} with no known source", changed
         selectors.append(f"source:{source}.{dataset}+")
-    selectors += [f"source:{OPS_TABLES.get(t, 'ops')}.{t}+" for t in changed_ops]
+    selectors += [f"source:{t}+" for t in changed_sources]
     return (
         ["build", "--select", *selectors, *NO_UNIT_TESTS, *NOT_ON_DEMAND],
         "new input in " + ", ".join(changed) + ": what is downstream of it",
