@@ -193,6 +193,13 @@ RESUME_REQUEST_COLUMNS = [
     ("is_resumed_on_broker", "boolean"),
     ("note", "string"),
 ]
+# The ledgers that are not effect tables: not partitioned by run_id (recovery drops nothing).
+UNPARTITIONED_TABLES = {
+    "action_log": ACTION_LOG_COLUMNS,
+    "apply_leases": LEASE_COLUMNS,
+    "replay_requests": REPLAY_REQUEST_COLUMNS,
+    "resume_requests": RESUME_REQUEST_COLUMNS,
+}
 # How long a lease lives without renewal, by the store's clock; the holder renews it four times
 # as often. POISONWATCH_APPLY_LEASE_SECONDS changes it (tests).
 LEASE_TTL = dt.timedelta(minutes=10)
@@ -262,10 +269,8 @@ def ensure_ops_tables(engine: Any) -> None:
     _, rows = engine.query(f"show databases like {sql_string(ops)}")
     if not rows:
         engine.execute(f"create database if not exists `{ops}`")
-    engine.execute(_ddl("action_log", ACTION_LOG_COLUMNS, partitioned=False))
-    engine.execute(_ddl("apply_leases", LEASE_COLUMNS, partitioned=False))
-    engine.execute(_ddl("replay_requests", REPLAY_REQUEST_COLUMNS, partitioned=False))
-    engine.execute(_ddl("resume_requests", RESUME_REQUEST_COLUMNS, partitioned=False))
+    for table, columns in UNPARTITIONED_TABLES.items():
+        engine.execute(_ddl(table, columns, partitioned=False))
     for table, columns in EFFECT_TABLES.items():
         engine.execute(_ddl(table, columns, partitioned=True))
 

@@ -25,13 +25,7 @@ def _macro_tables() -> dict[str, list[tuple[str, str]]]:
 
 
 def _python_tables() -> dict[str, list[tuple[str, str]]]:
-    return {
-        "action_log": ledger.ACTION_LOG_COLUMNS,
-        **ledger.EFFECT_TABLES,
-        "replay_requests": ledger.REPLAY_REQUEST_COLUMNS,
-        "resume_requests": ledger.RESUME_REQUEST_COLUMNS,
-        "apply_leases": ledger.LEASE_COLUMNS,
-    }
+    return {**ledger.UNPARTITIONED_TABLES, **ledger.EFFECT_TABLES}
 
 
 def test_apply_and_the_dbt_hook_create_the_same_ledgers() -> None:
@@ -70,4 +64,4 @@ def test_only_the_effect_tables_are_partitioned_by_run_id() -> None:
     unpartitioned = re.search(r"if table_name not in \(([^)]*)\)", text)
     assert unpartitioned is not None
     listed = set(re.findall(r"'(\w+)'", unpartitioned.group(1)))
-    assert listed == set(_python_tables()) - set(ledger.EFFECT_TABLES)
+    assert listed == set(ledger.UNPARTITIONED_TABLES)
