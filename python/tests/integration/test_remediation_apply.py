@@ -4,8 +4,10 @@ refused, re-plan gives the same action ids, the next dbt run reflects the effect
 they are built from: other models, and all models' data tests, are not the subject; they run in
 scripts/test.sh's demo build.)
 
-Every `poisonwatch` here is a real subprocess with its own Spark JVM (Derby allows one at a time,
-so they run one after another); crashes are real SIGKILLs injected with POISONWATCH_CRASH_AT.
+Every `poisonwatch` a test kills is a real subprocess with its own Spark JVM; crashes are real
+SIGKILLs injected with POISONWATCH_CRASH_AT. The commands between kills and queries run one after
+another in the child process that then queries (`query(calls=...)`), one JVM per step. Derby
+allows one process at a time, so everything here runs one after another.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.child_python import run_cli_calls, run_py
@@ -55,10 +58,16 @@ def pw(env: dict[str, str], *args: str, extra: dict[str, str] | None = None):
 
 
 QUERY = """
-import json
+import contextlib, io, json
+from poisonwatch.cli import main
 from poisonwatch.warehouse.dbtrun import run_dbt
 from poisonwatch.warehouse.engine import connect
-out = {}
+out = {"calls": []}
+for args in CALLS:
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(args)
+    out["calls"].append([code, stdout.getvalue() + stderr.getvalue()])
 with connect("local") as e:
     if SEED:
         from support.fixtures.remediation import load_fixture
@@ -79,12 +88,18 @@ def query(
     *,
     dbt_args: list[str] | None = None,
     seed: bool = False,
-) -> dict[str, list[list[str | None]]]:
+    calls: list[list[str]] = (),
+) -> dict[str, Any]:
     """The rows of each query, in one child process (one JVM start); with `dbt_args`, after
     that dbt command in the same process; with `seed`, after loading the fixture's raw tables
-    and `dbt seed` first."""
-    code = f"QUERIES = {queries!r}\nDBT_ARGS = {dbt_args!r}\nSEED = {seed!r}\n" + QUERY
-    return run_py(code, env)
+    and `dbt seed` first. `calls` are `poisonwatch` commands run first in that process, one
+    after another as a user runs them (their exit code and output: `calls`): a driver's start
+    per command would prove nothing more, except where a command must be killed."""
+    code = (
+        f"QUERIES = {queries!r}\nDBT_ARGS = {dbt_args!r}\nSEED = {seed!r}\n"
+        f"CALLS = {[list(c) for c in calls]!r}\n" + QUERY
+    )
+    return run_py(code, {**env, "COLUMNS": "200"})
 
 
 # The marts `plan`, `apply` and `replay` read (and the tests query), with everything upstream of
@@ -330,11 +345,6 @@ def test_exactly_once_under_kill_9(
             assert "Nothing to apply" in proc.stdout, (point, proc.stdout)
     assert killed >= len(CRASHES) - 1, "the crash points were not reached"
 
-    final = pw(store, "apply", "--yes")
-    assert final.returncode == 0, final.stdout + final.stderr
-    again = pw(store, "apply", "--yes")
-    assert again.returncode == 0 and "Nothing to apply" in again.stdout, again.stdout
-
     tables = sorted(set(EFFECT_OF.values()))
     q = {
         "log": "select action_id, run_id from poisonwatch_ops.action_log",
@@ -352,7 +362,11 @@ def test_exactly_once_under_kill_9(
         "dlq": "select message_id, body, reason from poisonwatch_ops.dead_letter_queue",
         "dlq_vs_sources": DLQ_VS_SOURCES,
     }
-    got = query(store, q)
+    # The apply after the kills recovers what they left; the next one finds nothing to do.
+    got = query(store, q, calls=[["apply", "--yes"], ["apply", "--yes"]])
+    (final_code, final), (again_code, again) = got["calls"]
+    assert final_code == 0, final
+    assert again_code == 0 and "Nothing to apply" in again, again
     log = got["log"]
     logged = [r[0] for r in log]
     assert sorted(logged) == sorted(applicable), "each applicable action logged exactly once"
@@ -397,8 +411,6 @@ def test_replan_same_ids_and_next_build_reflects_effects(
     store: dict[str, str], planned: list[list[str | None]]
 ) -> None:
     # Runs after test_exactly_once_under_kill_9 (module order): everything applicable applied.
-    replay = pw(store, "replay", "--message-id", "ID:d1", "--note", "fixed the agent")
-    assert replay.returncode == 0, replay.stdout + replay.stderr
     got = query(
         store,
         {
@@ -409,7 +421,9 @@ def test_replan_same_ids_and_next_build_reflects_effects(
             "where is_dead_lettered_by_apply",
         },
         dbt_args=RUN_AFTER_APPLY,
+        calls=[["replay", "--message-id", "ID:d1", "--note", "fixed the agent"]],
     )
+    assert got["calls"][0][0] == 0, got["calls"]
     before = {r[0]: r for r in planned}
     after = {r[0]: r for r in got["a"]}
     retry = [r for r in got["a"] if r[1] == "retry_from_dlq"]
@@ -439,26 +453,29 @@ def test_replan_same_ids_and_next_build_reflects_effects(
     assert live and all(r[2] == "False" for r in live), got["live"]
     assert len(got["dlq"]) == 2
 
-    plan = pw(store, "plan", "--type", "retry_from_dlq")
-    assert plan.returncode == 0, plan.stdout + plan.stderr
-    assert "3 pending action(s), 2 for review only" in plan.stdout, plan.stdout
-    applied = pw(store, "apply", "--type", "retry_from_dlq", "--yes")
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    replayed = query(
-        store, {"r": "select message_id, orig_queue from poisonwatch_ops.replayed_messages"}
-    )["r"]
-    assert replayed == [["ID:d1", "orders.agent"]]
+    done = query(
+        store,
+        {"r": "select message_id, orig_queue from poisonwatch_ops.replayed_messages"},
+        calls=[
+            ["plan", "--type", "retry_from_dlq"],
+            ["apply", "--type", "retry_from_dlq", "--yes"],
+        ],
+    )
+    (plan_code, plan), (apply_code, applied) = done["calls"]
+    assert plan_code == 0 and "3 pending action(s), 2 for review only" in plan, plan
+    assert apply_code == 0, applied
+    assert done["r"] == [["ID:d1", "orders.agent"]]
 
     # Replaying the same message again replays it once: no DLQ snapshot has shown the copy
     # since its replay, so the second request makes no action and apply does nothing.
-    again = pw(store, "replay", "--message-id", "ID:d1", "--note", "again")
-    assert again.returncode == 0, again.stdout + again.stderr
     result = run_py(
         """
         import json
+        from poisonwatch.cli import main
         from poisonwatch.remediation import Filters, run_apply
         from poisonwatch.warehouse.dbtrun import run_dbt
         from poisonwatch.warehouse.engine import connect
+        assert main(["replay", "--message-id", "ID:d1", "--note", "again"]) == 0
         # The JMS action family is a table: rebuilt with the mart, or the mart unions its
         # old rows.
         run_dbt(["run", "--select", "stg_ops__replayed_messages", "dlq_messages",
