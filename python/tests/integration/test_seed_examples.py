@@ -80,10 +80,16 @@ QUERIES = {
 # A row that breaks a mart's check constraint (an unknown broker kind): Delta must refuse it.
 BREAK = "update poisonwatch.poison_messages set broker_kind = 'websphere'"
 
+# `poisonwatch plan` as a user runs it, then the queries, in one process and one JVM.
 QUERY_SCRIPT = """
-import json, os
+import contextlib, io, json, os
+from poisonwatch.cli import main
 from poisonwatch.warehouse.engine import connect
 queries = json.loads(os.environ["PW_QUERIES"])
+plan = io.StringIO()
+with contextlib.redirect_stdout(plan):
+    code = main(["plan", "--sql", os.environ["PW_PLAN_SQL"], "--format", "json"])
+assert code == 0, plan.getvalue()[-3000:]
 with connect("local") as e:
     out = {k: [[None if v is None else v if isinstance(v, (bool, int)) else str(v) for v in r]
                for r in e.query(q)[1]] for k, q in queries.items()}
@@ -92,6 +98,7 @@ with connect("local") as e:
         out["break"] = "accepted"
     except Exception as error:
         out["break"] = str(error)[:3000]
+out["plan"] = plan.getvalue()
 print("@@" + json.dumps(out))
 """
 
@@ -127,13 +134,22 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert "0 row(s) written to raw.raw_rejects" in build.stdout, build.stdout[-3000:]
     again = pw(env, project, "build")
     (tmp / "sql").mkdir()
-    plan = pw(env, project, "plan", "--sql", str(tmp / "sql" / "fix.sql"), "--format", "json")
-    actions = [json.loads(line) for line in plan.stdout.splitlines() if line.startswith("{")]
+    rows = run_py(
+        QUERY_SCRIPT,
+        {
+            **env,
+            "COLUMNS": "200",
+            "PW_QUERIES": json.dumps(QUERIES),
+            "PW_BREAK": BREAK,
+            "PW_PLAN_SQL": str(tmp / "sql" / "fix.sql"),
+        },
+    )
+    plan = rows.pop("plan")
+    actions = [json.loads(line) for line in plan.splitlines() if line.startswith("{")]
     scripts = {
         server: Path(path).read_text(encoding="utf-8")
-        for server, path in re.findall(r"for server (\S+) to (\S+\.sql)", plan.stdout)
+        for server, path in re.findall(r"for server (\S+) to (\S+\.sql)", plan)
     }
-    rows = run_py(QUERY_SCRIPT, {**env, "PW_QUERIES": json.dumps(QUERIES), "PW_BREAK": BREAK})
     return {"actions": actions, "scripts": scripts, "build_again": again.stderr, **rows}
 
 
