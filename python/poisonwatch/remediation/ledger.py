@@ -588,10 +588,9 @@ class ApplyLock:
         from poisonwatch.warehouse.engine import ThriftEngine
 
         if isinstance(engine, ThriftEngine):
-            from poisonwatch.config import load_profile
-
-            # A Thrift connection is not shared between threads: the renewer has its own.
-            self._renew_engine = ThriftEngine(engine.target, load_profile(engine.target))
+            # A Thrift connection is not shared between threads: the renewer has its own, to
+            # the same server (the cluster's, or the `serve` that owns the local store).
+            self._renew_engine = engine.twin()
         else:
             self._renew_engine = engine
         self._stop.clear()

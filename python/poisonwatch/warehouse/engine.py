@@ -92,6 +92,7 @@ class ThriftEngine(Engine):
         from pyhive import hive
 
         self.target = target
+        self.profile, self.hint = profile, hint
         host, port = str(profile["host"]), int(profile.get("port", 10000))
         try:
             self.conn = hive.connect(
@@ -105,6 +106,10 @@ class ThriftEngine(Engine):
         self.cursor = self.conn.cursor()
         for key, value in {"spark.sql.session.timeZone": "UTC"}.items():
             self.cursor.execute(f"set {key}={value}")
+
+    def twin(self) -> ThriftEngine:
+        """A connection of its own to the same server (one is not shared between threads)."""
+        return ThriftEngine(self.target, self.profile, self.hint)
 
     def _run(self, statement: str) -> None:
         """Submit asynchronously and poll until done.
