@@ -2,27 +2,69 @@
 
 The fenced blocks whose info string is `bash runnable` are run, in order, with bash in one temp
 folder with a store of their own (the venv's `poisonwatch` first on PATH, the text unchanged), on
-the small landing the first block generates: a command that fails fails the test. Blocks that need
-a broker or a cluster are not marked runnable. The README's other checks need no JVM and are in
-unit/test_readme_text.py.
+the small landing the first block generates: a command that fails fails the test. The first block
+(generate, ingest, build, verify, sql) runs as a user's first session does, each command in a
+Spark driver of its own. Then `poisonwatch serve` runs on the store, and the later blocks (plan,
+apply, build, alerts, report) run through it with no Java to be found: the README's "every other
+command finds it and starts no JVM", held to its word, and one driver's start instead of a dozen.
+Blocks that need a broker or a cluster are not marked runnable. The README's other checks need no
+JVM and are in unit/test_readme_text.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from support.cluster import free_port
 from support.readme_blocks import runnable_blocks
+
+from poisonwatch.warehouse.server import running_server
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+def _run_block(number: int, body: str, line: int, folder: Path, env: dict[str, str]) -> None:
+    script = folder / f"block-{number}.sh"
+    script.write_text(body + "\n", encoding="utf-8")
+    result = subprocess.run(
+        [BASH, "-e", "-o", "pipefail", "-x", str(script)],
+        cwd=folder / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert result.returncode == 0, (
+        f"README.md line {line}: runnable block {number} failed "
+        f"(exit {result.returncode}):\n{body}\n--- output (tail):\n"
+        + (result.stdout + result.stderr)[-6000:]
+    )
+
+
+def _serving(server: subprocess.Popen[bytes], home: Path, log: Path) -> None:
+    """Wait until the server's first cycle is done and it waits for the next."""
+    deadline = time.monotonic() + 900
+    while True:
+        assert server.poll() is None, "serve exited:\n" + log.read_text()[-3000:]
+        found = running_server(home)
+        if found is not None and found.status.get("step") == "waiting":
+            return
+        assert time.monotonic() < deadline, "serve did not start:\n" + log.read_text()[-3000:]
+        time.sleep(0.5)
 
 
 # ---------------------------------------------------------------------------------------------
-# The runnable blocks, for real (each `poisonwatch` call starts a Spark JVM: minutes)
+# The runnable blocks, for real (the first block's commands each start a Spark JVM: minutes)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -44,19 +86,28 @@ def test_runnable_blocks_run_as_written(tmp_path: Path) -> None:
         "COLUMNS": "120",
     }
     env.pop("POISONWATCH_PROJECT_DIR", None)
-    for number, (body, line) in enumerate(blocks, 1):
-        script = tmp_path / f"block-{number}.sh"
-        script.write_text(body + "\n", encoding="utf-8")
-        result = subprocess.run(
-            ["bash", "-e", "-o", "pipefail", "-x", str(script)],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        assert result.returncode == 0, (
-            f"README.md line {line}: runnable block {number} failed "
-            f"(exit {result.returncode}):\n{body}\n--- output (tail):\n"
-            + (result.stdout + result.stderr)[-6000:]
-        )
+    (first, line), *later = blocks
+    _run_block(1, first, line, tmp_path, env)
+
+    log = tmp_path / "serve.log"
+    with open(log, "w") as out:
+        server = subprocess.Popen(
+            [str(venv_bin / "poisonwatch"), "serve", "--port", str(free_port()), "--every", "1h"],
+            env=env, cwd=work, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        _serving(server, home, log)
+        # A command that started a driver now would fail: no Java under JAVA_HOME.
+        served = {**env, "JAVA_HOME": str(tmp_path / "no-java")}
+        for number, (body, line) in enumerate(later, 2):
+            _run_block(number, body, line, tmp_path, served)
+        stopped = subprocess.run(
+            [str(venv_bin / "poisonwatch"), "serve", "--stop"],
+            env=env, cwd=work, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert server.wait(timeout=300) == 0, log.read_text()[-3000:]
+    finally:
+        if server.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)
