@@ -320,6 +320,14 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
                 "ended_at": _now(),
                 "line": result.line(),
                 "landing_newest_mtime_ns": max((m for _, m in state.seen.values()), default=0),
+                # The line's figures, for a supervisor or the benchmark to read.
+                "seconds": round(result.seconds, 3),
+                "build_seconds": result.build_seconds,
+                "files": result.files,
+                "attempts": result.attempts,
+                "alerts_new": result.alerts_new,
+                "alerts_resolved": result.alerts_resolved,
+                "is_idle": result.idle,
             }
             write_status(status)
             # Idle cycles after the first are counted in the status file, not printed.

@@ -164,7 +164,9 @@ def test_serve_rounds_webhook_kill_and_restart(tmp_path: Path, webhook: str) -> 
     try:
         # --- round 1 -----------------------------------------------------------------------
         status = world.settled_after(world.land(tmp_path / "round-1", "r1"), "round 1")
-        assert "build" in status["last_cycle"]["line"], status
+        last = status["last_cycle"]
+        assert "build" in last["line"] and last["build_seconds"] > 0, status
+        assert last["files"] > 0 and not last["is_idle"], status  # the line's figures, as data
         no_java = {**world.env, "PATH": str(VENV_BIN), "JAVA_HOME": str(tmp_path / "no-java")}
         verify = world.cli("verify", str(tmp_path / "round-1" / "labels.jsonl"), env=no_java)
         assert verify.returncode == 0, verify.stdout + verify.stderr
