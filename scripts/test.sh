@@ -83,7 +83,7 @@ step sqlfluff sqlfluff lint models analyses --processes 2
 pytest_main() {
     POISONWATCH_HOME="$WORK/store-pytest" \
         python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" \
-        -n 2 --dist loadfile --no-loadscope-reorder --basetemp "$WORK/pytest" --durations=30
+        -n 2 --dist loadfile --no-loadscope-reorder --basetemp "$WORK/pytest" --durations=40
 }
 
 # The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.
