@@ -44,6 +44,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from poisonwatch.bench.procs import java_descendants, vm_hwm_mib
+from poisonwatch.bench.serve import SERVE_COLUMNS, SERVE_KEYS, serve_phase, serve_rows
 from poisonwatch.config import PoisonwatchError, check_java, home, project_root
 
 DEFAULT_SIZES = (100_000, 1_000_000, 10_000_000)
@@ -95,6 +97,7 @@ REQUIRED_KEYS = (
     "measured_at",
     "machine",
     "spark_conf",
+    *SERVE_KEYS,
 )
 
 console = Console()
@@ -243,50 +246,6 @@ def split_delta(landing: Path, delta: Path, delta_share: float = DELTA_SHARE) ->
 # ---------------------------------------------------------------------------------------------
 # Peak memory of the Spark driver
 # ---------------------------------------------------------------------------------------------
-
-
-def _parent_pids() -> dict[int, int]:
-    """pid → parent pid of every process we can see (from /proc/<pid>/stat)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        # The command name (2nd field) is in parentheses and may hold spaces: split after it.
-        fields = text[text.rfind(")") + 2 :].split()
-        parents[int(stat.parent.name)] = int(fields[1])
-    return parents
-
-
-def java_descendants(pid: int) -> list[int]:
-    """Java processes below `pid` (the py4j gateway that runs the Spark driver)."""
-    parents = _parent_pids()
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        current = frontier.pop()
-        for child, parent in parents.items():
-            if parent == current:
-                frontier.append(child)
-                try:
-                    comm = Path(f"/proc/{child}/comm").read_text().strip()
-                except OSError:
-                    continue
-                if comm == "java":
-                    found.append(child)
-    return sorted(found)
-
-
-def vm_hwm_mib(pid: int) -> float | None:
-    """Peak resident set size (VmHWM) of a process, in MiB; None when it is gone."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def driver_peak_rss_mib() -> float | None:
@@ -734,13 +693,16 @@ def bench_size(
     shutil.rmtree(size_dir, ignore_errors=True)
     landing, delta = size_dir / "landing", size_dir / "delta"
     delta_share = DELTA_SHARE if increment is None else increment / attempts
-    generated = round(attempts * (1 + delta_share))
+    # History, the delta, and as much again, newer, for the server's increment (serve phase).
+    generated = round(attempts * (1 + 2 * delta_share))
     status.update(f"{label}: generate {generated:,} attempts …")
     started = time.monotonic()
     generate(landing, seed=seed, attempts=generated, chunk_records=chunk_records_for(attempts))
     generate_s = round(time.monotonic() - started, 3)
     console.print(f"  {label}: generate [dim]{generate_s:.1f} s[/dim]")
     status.update(f"{label}: split off the delta …")
+    # split_delta takes share / (1 + share) of what is there: the newest N × share first.
+    served = split_delta(landing, size_dir / "serve-delta", delta_share / (1 + delta_share))
     split = split_delta(landing, delta, delta_share)
     console.print(
         f"  {label}: {split.attempts_loaded:,} attempts to load, "
@@ -754,6 +716,15 @@ def bench_size(
             _run_child(size_dir, split, log_path, status, label, data_tests, phase, batch)
         )
     child = merge_phases(phases)
+    status.update(f"{label}: serve …")
+    serving = serve_phase(
+        size_dir / "store",
+        size_dir / "serve-delta",
+        size_dir,
+        _child_env(size_dir / "store"),
+        data_tests,
+        lambda step, s: console.print(f"  {label}: {step} [dim]{_fmt(s, '.2f')} s[/dim]"),
+    )
     entry: dict[str, Any] = {
         "attempts": attempts,
         "attempts_generated": split.attempts_total,
@@ -784,6 +755,8 @@ def bench_size(
             d: {"files": split.moved[d], "records": split.moved_records[d]} for d in split.moved
         },
         "late_file": split.late_file,
+        **serving,
+        "serve_attempts_landed": served.incremental_attempts,
         "measured_at": datetime.now(UTC).replace(microsecond=0).isoformat(),
         "machine": machine,
         "spark_conf": {**child["spark_conf"], "default_parallelism": child["default_parallelism"]},
@@ -983,6 +956,14 @@ def markdown_table(entries: Sequence[dict[str, Any]]) -> str:
     if increments:
         lines += ["", increments]
     lines += ["", *_markdown_rows(FLOOR_COLUMNS, floor_rows(entries))]
+    serves = serve_rows(list(entries))
+    if serves:
+        lines += ["", "`poisonwatch serve` on the same store, after the phases above:", ""]
+        lines += _markdown_rows(SERVE_COLUMNS, serves)
+    serves = serve_rows(list(entries))
+    if serves:
+        lines += ["", "`poisonwatch serve` on the same store, after the phases above:", ""]
+        lines += _markdown_rows(SERVE_COLUMNS, serves)
     rewrites = rewrite_rows(entries)
     if rewrites:
         lines += ["", "Attempts the +1 % build rewrote in `int_receive_attempts_sequenced`:", ""]
@@ -1017,6 +998,9 @@ def print_table(entries: Sequence[dict[str, Any]]) -> None:
     out.print(_rich_table("poisonwatch bench", TABLE_COLUMNS, table_rows(entries), caption))
     floors = floor_rows(entries)
     out.print(_rich_table("floors (plain Spark) and the no-data build", FLOOR_COLUMNS, floors))
+    serves = serve_rows(list(entries))
+    if serves:
+        out.print(_rich_table("poisonwatch serve on the same store", SERVE_COLUMNS, serves))
     rewrites = rewrite_rows(entries)
     if rewrites:
         out.print(_rich_table("attempts the +1 % build rewrote", REWRITE_COLUMNS, rewrites))

@@ -224,3 +224,21 @@ def test_ratios_are_the_figures_divided_as_the_table_says() -> None:
     _derive(bare)
     assert "incremental_rewritten_share" not in bare
     assert "incremental_rewrite_amplification" not in bare
+
+
+def test_the_servers_increment_lands_whole(tmp_path: Path) -> None:
+    """The serve phase's increment appears in the landing folder in one rename: every file,
+    the same bytes, nothing left beside it."""
+    from poisonwatch.bench.serve import land_increment
+
+    source = tmp_path / "serve-delta"
+    for name, text in {"ssb_receive_attempts/part-00001.jsonl": "{}\n", "jms/x.csv": "a\n"}.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(text)
+    landing = tmp_path / "serve-landing"
+    landing.mkdir()
+    newest = land_increment(source, landing)
+    landed = {p.relative_to(landing).as_posix(): p.read_text() for p in landing.rglob("*.*")}
+    assert landed == {"ssb_receive_attempts/part-00001.jsonl": "{}\n", "jms/x.csv": "a\n"}
+    assert newest == max(p.stat().st_mtime_ns for p in landing.rglob("*.*"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serve-delta", "serve-landing"]
