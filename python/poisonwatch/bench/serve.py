@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from poisonwatch.bench.procs import java_descendants, vm_rss_mib
 from poisonwatch.config import PoisonwatchError, project_root
@@ -39,6 +39,7 @@ SERVE_KEYS = (
     "serve_rss_mb_first",
     "serve_rss_mb_last",
     "serve_cycles",
+    "serve_alerts_changed",
 )
 IDLE_CYCLES = 5
 SQL_RUNS = 3
@@ -96,16 +97,16 @@ def land_increment(source: Path, landing: Path) -> int:
 def serve_phase(
     store: Path,
     increment: Path,
-    work: Path,
+    landing: Path,
+    log: Path,
     env: dict[str, str],
     data_tests: bool,
     step: Callable[[str, float | None], None],
 ) -> dict[str, Any]:
-    """Run the server on `store`, land `increment` into its landing folder, and time it."""
-    landing = work / "serve-landing"
+    """Run the server on `store` (its output to `log`), land `increment` into the empty folder
+    `landing` it watches, and time it."""
     shutil.rmtree(landing, ignore_errors=True)
     landing.mkdir(parents=True)
-    log = work / "serve.log"
     with _receiver() as posts, log.open("w", encoding="utf-8") as out:
         url = f"http://127.0.0.1:{posts.server_address[1]}/pw"
         started = time.monotonic()
@@ -117,10 +118,14 @@ def serve_phase(
         )  # fmt: skip
         try:
             status = _wait(server, store, log, lambda s: s.get("cycles", 0) >= 1)
+            if status.get("last_error"):
+                raise PoisonwatchError(f"the server's first cycle failed: {status['last_error']}")
             figures: dict[str, Any] = {"serve_start_s": round(time.monotonic() - started, 3)}
             step("serve start", figures["serve_start_s"])
-            jvm = max(java_descendants(server.pid), default=server.pid)
-            figures["serve_rss_mb_first"] = vm_rss_mib(jvm)
+            # The server's driver: the one JVM below it (none found: no figure).
+            jvms = java_descendants(server.pid)
+            jvm = jvms[0] if len(jvms) == 1 else None
+            figures["serve_rss_mb_first"] = vm_rss_mib(jvm) if jvm else None
             figures["serve_sql_s"] = _sql_seconds(env)
             step("serve sql", figures["serve_sql_s"])
             figures.update(_increment(server, store, log, increment, landing, posts, status))
@@ -128,7 +133,7 @@ def serve_phase(
             idle = _idle_cycles(server, store, log)
             figures["serve_idle_cycle_s"] = max(idle)
             step("serve idle cycle", figures["serve_idle_cycle_s"])
-            figures["serve_rss_mb_last"] = vm_rss_mib(jvm)
+            figures["serve_rss_mb_last"] = vm_rss_mib(jvm) if jvm else None
             figures["serve_cycles"] = (running_server(store) or _gone(log)).status["cycles"]
             _stop(env)
             if server.wait(timeout=300) != 0:
@@ -140,7 +145,7 @@ def serve_phase(
     return figures
 
 
-def _gone(log: Path) -> Any:
+def _gone(log: Path) -> NoReturn:
     tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:])
     raise PoisonwatchError(f"`poisonwatch serve` is not running; last lines of {log}:\n{tail}")
 
@@ -148,14 +153,22 @@ def _gone(log: Path) -> Any:
 def _wait(
     server: subprocess.Popen[bytes], store: Path, log: Path, ready: Callable[[dict], bool]
 ) -> dict[str, Any]:
-    """The server's status once `ready(status)` holds between cycles."""
+    """The server's status once `ready(status)` holds between cycles; an error when a cycle
+    fails meanwhile."""
     deadline = time.monotonic() + WAIT_S
+    failed_before = None
     while time.monotonic() < deadline:
         if server.poll() is not None:
             _gone(log)
         found = running_server(store)
-        if found is not None and found.status.get("step") == "waiting" and ready(found.status):
-            return found.status
+        if found is not None:
+            error = found.status.get("last_error") or {}
+            if failed_before is None:
+                failed_before = error.get("cycle") or 0
+            elif (error.get("cycle") or 0) > failed_before:
+                raise PoisonwatchError(f"a `poisonwatch serve` cycle failed: {error}")
+            if found.status.get("step") == "waiting" and ready(found.status):
+                return found.status
         time.sleep(0.1)
     raise PoisonwatchError(f"`poisonwatch serve` was not ready within {WAIT_S} s: {log}")
 
@@ -204,6 +217,7 @@ def _increment(
     arrivals = posts.arrivals[posted:]
     return {
         "serve_attempts": last["attempts"],
+        "serve_alerts_changed": last["alerts_new"] + last["alerts_resolved"],
         "serve_increment_s": round(done, 3),
         "serve_increment_build_s": round(last["build_seconds"], 3),
         "serve_webhook_s": round(arrivals[0] - started, 3) if arrivals else None,

@@ -242,3 +242,45 @@ def test_the_servers_increment_lands_whole(tmp_path: Path) -> None:
     assert landed == {"ssb_receive_attempts/part-00001.jsonl": "{}\n", "jms/x.csv": "a\n"}
     assert newest == max(p.stat().st_mtime_ns for p in landing.rglob("*.*"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["serve-delta", "serve-landing"]
+
+
+def test_the_serve_increment_and_the_delta_each_get_a_share(tmp_path: Path) -> None:
+    """bench_size's two splits: the server's increment first (the newest), then the delta,
+    about N × share each; another dataset gives the increment a file only when the delta
+    still gets one of its own."""
+    landing = tmp_path / "landing"
+    generate(landing, seed=42, attempts=20_400, chunk_records=chunk_records_for(20_000))
+    before = {d.name: part_files(d) for d in landing.iterdir() if d.is_dir()}
+    served = split_delta(landing, tmp_path / "serve", 0.01 / 1.01, min_files=5)
+    split = split_delta(landing, tmp_path / "delta", 0.01)
+    for part in (served, split):
+        assert 150 <= part.incremental_attempts <= 250, part.incremental_attempts
+    assert served.attempts_total == split.attempts_total + served.incremental_attempts
+    for dataset, files in before.items():
+        if dataset in ATTEMPT_DATASETS or not files:
+            continue
+        assert served.moved.get(dataset, []) == ([files[-1].name] if len(files) >= 5 else [])
+        assert split.moved.get(dataset, []) == (
+            [files[-2].name] if len(files) >= 5 else [files[-1].name] if len(files) == 4 else []
+        )
+
+
+def test_markdown_has_one_serve_table() -> None:
+    entry = {
+        "attempts": 100_000,
+        "serve_attempts": 1_000,
+        "serve_start_s": 20.0,
+        "serve_increment_s": 30.0,
+        "serve_increment_build_s": 25.0,
+        "serve_webhook_s": None,
+        "serve_idle_cycle_s": 0.01,
+        "serve_sql_s": 0.8,
+        "serve_rss_mb_first": 2000.0,
+        "serve_rss_mb_last": 2100.0,
+        "serve_cycles": 8,
+    }
+    markdown = markdown_table([entry, {"attempts": 10_000, "serve_error": "it failed"}])
+    assert markdown.count("`poisonwatch serve` on the same store") == 1
+    row = "| 100,000 | 1,000 | 20.0 | 30.0 | 25.0 | – | 0.01 | 0.80 | 2000 | 2100 | 8 |"
+    assert row in markdown
+    assert "| 10,000 | " not in markdown.split("`poisonwatch serve`")[1]
