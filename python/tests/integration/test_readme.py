@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-from support.cluster import free_port
 from support.readme_blocks import runnable_blocks
 
 from poisonwatch.warehouse.server import running_server
@@ -92,7 +91,7 @@ def test_runnable_blocks_run_as_written(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
         server = subprocess.Popen(
-            [str(venv_bin / "poisonwatch"), "serve", "--port", str(free_port()), "--every", "1h"],
+            [str(venv_bin / "poisonwatch"), "serve", "--port", "0", "--every", "1h"],
             env=env, cwd=work, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
