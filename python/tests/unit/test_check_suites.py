@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from poisonwatch.quality.checks import LANDING_TABLES, load_suites
+from poisonwatch.quality.checks import LANDING_TABLES, SuiteDefinition, load_suites
 from poisonwatch.warehouse.schemas import LEDGER_TABLE
 
 NAMES = {"raw": "raw", "marts": "poisonwatch", "policy": "poisonwatch_policy"}
@@ -26,7 +26,7 @@ def _committed(table: str) -> str:
 
 
 @pytest.mark.parametrize("suite", SUITES, ids=[s.name for s in SUITES])
-def test_landing_tables_are_read_through_committed_batches(suite) -> None:
+def test_landing_tables_are_read_through_committed_batches(suite: SuiteDefinition) -> None:
     sql = suite.rendered_sql(NAMES)
     rest = sql
     for table in LANDING_TABLES:
