@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: ruff, the dbt unit tests on an empty store (a failure stops the run
-# there) and sqlfluff, then two lanes side by side: pytest in two workers, and beside it the demo
-# on generated data (dbt build with models, data tests and unit tests; the label agreement it
-# exits on; remediation; the report, checked in Chromium), the great-expectations suites and the
-# alert sequence on the demo's store.
+# there) with sqlfluff beside them, then two lanes side by side: pytest in two workers, and
+# beside it the demo on generated data (dbt build with models, data tests and unit tests; the
+# label agreement it exits on; remediation; the report, checked in Chromium), the
+# great-expectations suites and the alert sequence on the demo's store.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,13 +21,15 @@ mkdir -p "$TMPDIR"
 # Test-only Spark settings go in Spark's own configuration folder, which every driver the suite
 # starts reads, so that profiles.yml stays what a user runs: on the tests' small inputs compiling
 # costs more than it saves, so Spark interprets its plans and the short-lived JVMs compile little
-# and collect garbage in one thread (the demo, the main job, runs without this folder).
+# and collect garbage in one thread, and Delta lists a table's few files without first reading
+# their statistics to skip some (the demo, the main job, runs without this folder).
 export SPARK_CONF_DIR="$WORK/spark-conf"
 mkdir -p "$SPARK_CONF_DIR"
 cat >"$SPARK_CONF_DIR/spark-defaults.conf" <<'CONF'
 spark.sql.codegen.wholeStage false
 spark.sql.codegen.factoryMode NO_CODEGEN
 spark.driver.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10
+spark.databricks.delta.stats.skipping false
 CONF
 SEED="${POISONWATCH_TEST_SEED:-11}"
 ATTEMPTS="${POISONWATCH_TEST_ATTEMPTS:-20000}"
@@ -61,16 +63,22 @@ expect_exit() {
 
 step ruff ruff check python
 step ruff-format ruff format --check python
+# sqlfluff beside the unit tests, on the demo's store while it is still empty (the models'
+# first-build rendering): it works mostly in Python while the unit tests' driver runs Spark.
+# Two worker processes parse and lint what the dbt templater rendered in the main process.
+SQLFLUFF_LOG="$WORK/sqlfluff.log"
+step sqlfluff sqlfluff lint models analyses --processes 2 >"$SQLFLUFF_LOG" 2>&1 &
+sqlfluff_pid=$!
 # The rules first, so that a broken one fails the run before the long lanes start: the dbt unit
 # tests on a store of their own, their parent models built with --empty (one driver JVM).
 step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" \
     python python/tests/support/unit_first.py
+wait "$sqlfluff_pid"
+cat "$SQLFLUFF_LOG"
 if grep -q '^dbt-unit-tests FAILED$' "$RESULTS"; then
     echo "poisonwatch tests stopped after ${SECONDS} s: the dbt unit tests failed (the rules)"
     exit 1
 fi
-# Two worker processes parse and lint what the dbt templater rendered in the main process.
-step sqlfluff sqlfluff lint models analyses --processes 2
 
 # Then two lanes side by side, each in a store of its own:
 #   lane 1: pytest over every module but the cluster-marked ones, in two pytest-xdist workers
