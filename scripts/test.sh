@@ -121,11 +121,12 @@ demo_and_its_store() {
     step check poisonwatch check --require-all
     # The backtest and the alerts on the demo's store (its workload has the alert scenarios; the
     # demo applied the remediation): the backtest prints a recommendation per queue and agrees
-    # with the labels; every scenario's alert is open on its own subject (exit 2: critical);
+    # with the labels, and its error-class evidence agrees with the landing files; every scenario's alert is open on its own subject (exit 2: critical);
     # after a later snapshot (the follow-up) the spike, the stalled and the looping queue are
     # resolved, not merely absent, and no alert of those kinds is open (alert_steps.py reads
     # the JSON).
     step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
+    step error-evidence error_evidence_step
     step alerts-raised expect_exit 2 poisonwatch alerts
     step alerts-raised-subjects alert_steps raised
     step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" \
@@ -135,6 +136,15 @@ demo_and_its_store() {
     step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike \
         --kind queue_stalled --kind queue_loops_forever
     step alerts-resolved-subjects alert_steps resolved
+}
+
+# error_class_evidence, which the backtest built, against the demo's landing files, signature by
+# signature (evidence_check.py derives the counts and classes from the records alone).
+error_evidence_step() {
+    local file="$WORK/error-evidence.jsonl"
+    poisonwatch sql "select * from poisonwatch.error_class_evidence" --format json >"$file" ||
+        return 1
+    python python/tests/support/evidence_check.py "$WORK/landing" "$file"
 }
 
 # The mart's alerts, open and recently resolved, as JSON lines, checked by kind and subject.

@@ -19,7 +19,7 @@ MART_DATABASE = "poisonwatch"
 POLICY_DATABASE = "poisonwatch_policy"
 MODELS = (
     "int_policy_candidates_resolved int_message_failures_accumulated "
-    "policy_backtest breaker_backtest"
+    "policy_backtest breaker_backtest error_class_evidence"
 )
 SEEDS = {"policy": "candidate_policies", "breaker": "candidate_consumer_policies"}
 
@@ -31,6 +31,7 @@ class BacktestResult:
     policies: list[dict[str, Any]] = field(default_factory=list)
     breakers: list[dict[str, Any]] = field(default_factory=list)
     in_force: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    evidence: list[dict[str, Any]] = field(default_factory=list)
     label_problems: list[str] | None = None
 
 
@@ -74,6 +75,11 @@ def run_backtest(
                 engine,
                 f"select * from `{MART_DATABASE}`.`breaker_backtest` "
                 "order by consumer_id, candidate_name",
+            ),
+            evidence=_rows(
+                engine,
+                f"select * from `{MART_DATABASE}`.`error_class_evidence` "
+                "order by broker_kind, error_key, normalized_message",
             ),
         )
         for row in _rows(engine, "select * from `poisonwatch_intermediate`.`int_queue_policies`"):
@@ -222,6 +228,7 @@ def print_backtest(result: BacktestResult, console: Console | None = None) -> No
             )
             console.print("  " + textsafe.terminal(breaker_change(best, current)))
         console.print()
+    print_evidence(result.evidence, console)
     console.print(
         "caught / false / missed: messages declared poison that never / later recovered, and "
         "never-recovered ones not declared; waste, p95: failed attempts spent before the "
@@ -230,3 +237,40 @@ def print_backtest(result: BacktestResult, console: Console | None = None) -> No
         "deliveries before the trips (spent), on permanent runs not spared (waste). * = "
         "recommended."
     )
+
+
+def error_class_change(row: dict[str, Any]) -> str:
+    """What to change in seeds/error_classes.csv to adopt the evidence's class for an error."""
+    verb = "add the row" if row["seed_failure_class"] == "unknown" else "set"
+    return (
+        f"change: in seeds/error_classes.csv {verb} {row['broker_kind']},{row['error_key']},"
+        f"{row['recommended_class']}"
+    )
+
+
+def print_evidence(rows: list[dict[str, Any]], console: Console) -> None:
+    """Error signatures whose evidence contradicts seeds/error_classes.csv, each with the seed
+    change and what it would save; one line for the others."""
+    recommended = [r for r in rows if r["is_reclassification_recommended"]]
+    judged = sum(1 for r in rows if r["evidence_class"] is not None)
+    console.print(
+        f"error classes from evidence: {len(rows)} error signatures, {judged} with evidence "
+        f"either way, {len(recommended)} contradicting seeds/error_classes.csv"
+    )
+    for row in recommended:
+        share = 100 * row["success_share"]
+        what = (
+            f"{row['attempts_saved']} failed attempts saved"
+            if row["recommended_class"] == "permanent"
+            else f"{row['false_poison_avoided']} messages not declared poison that recovered"
+        )
+        console.print(
+            textsafe.terminal(
+                f'  {row["broker_kind"]} {row["error_key"]} "{row["normalized_message"][:60]}": '
+                f"{row['seed_failure_class']} in the seed, {row['failure_count']} failures on "
+                f"{row['message_count']} messages, {share:.0f} % followed by a success → "
+                f"{row['recommended_class']}; {what}"
+            )
+        )
+        console.print("    " + textsafe.terminal(error_class_change(row)))
+    console.print()

@@ -321,6 +321,87 @@ def consumer_labels(landing: Path, policy: Policy) -> dict[str, tuple[bool, str 
     return out
 
 
+# ------------------------------------------------------------------ error classes from evidence
+
+
+def normalize_error_message(text: str) -> str:
+    """GUIDs, quoted literals and numbers replaced, whitespace collapsed (as the macro)."""
+    text = re.sub(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+                  "<guid>", text)  # fmt: skip
+    text = re.sub(r"'[^']*'", "<literal>", text)
+    text = re.sub(r'"[^"]*"', "<literal>", text)
+    text = re.sub(r"(0x[0-9a-fA-F]+|[0-9]+([.,][0-9]+)*)", "<number>", text)
+    return re.sub(r"\s+", " ", text, flags=re.ASCII).strip(" ")
+
+
+def error_evidence(
+    landing: Path, seeds: Path, min_messages: int = 5, transient_share: float = 0.9
+) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Per error signature (broker kind, error key, normalised message): its failures, how many
+    a later success of the same message followed, and the class that evidence gives it against
+    seeds/error_classes.csv (docs/rules.md, "Error classes from evidence")."""
+    classes = Policy(seeds).classes
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for r in read_dataset(landing, "ssb_receive_attempts"):
+        key = ("service_broker", r["server_name"], r["database_name"], r["queue_name"],
+               r["conversation_handle"].upper(), int(r["message_sequence_number"]))  # fmt: skip
+        groups[key].append(r)
+    for r in read_dataset(landing, "jms_receive_attempts"):
+        groups[("jms", r["broker_name"], r["queue_name"], r["message_id"])].append(r)
+    stats: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for message, attempts in groups.items():
+        kind = message[0]
+        failures = SB_FAILURES if kind == "service_broker" else JMS_FAILURES
+        success = "committed" if kind == "service_broker" else "acknowledged"
+        attempts.sort(key=_attempt_key)
+        for i, a in enumerate(attempts):
+            if a["outcome"] not in failures:
+                continue
+            if kind == "service_broker":
+                error_key = "" if a.get("error_number") is None else str(int(a["error_number"]))
+                text = a.get("error_message") or ""
+            else:
+                error_key = a.get("exception_class") or ""
+                text = a.get("exception_message") or ""
+            sig = stats.setdefault(
+                (kind, error_key, normalize_error_message(text)),
+                {"failure_count": 0, "messages": set(), "failures_followed_by_success": 0,
+                 "recovered": set()},
+            )  # fmt: skip
+            sig["failure_count"] += 1
+            sig["messages"].add(message)
+            if any(later["outcome"] == success for later in attempts[i + 1 :]):
+                sig["failures_followed_by_success"] += 1
+                sig["recovered"].add(message)
+    out = {}
+    for (kind, error_key, text), sig in stats.items():
+        failures, messages = sig["failure_count"], len(sig["messages"])
+        followed, seed = sig["failures_followed_by_success"], classes.get((kind, error_key))
+        seed = seed or "unknown"
+        evidence = None
+        if messages >= min_messages and followed >= transient_share * failures:
+            evidence = "transient"
+        elif messages >= min_messages and followed == 0:
+            evidence = "permanent"
+        recommended = (evidence == "transient" and seed != "transient") or (
+            evidence == "permanent" and seed not in ("permanent", "validation")
+        )
+        out[(kind, error_key, text)] = {
+            "seed_failure_class": seed,
+            "failure_count": failures,
+            "message_count": messages,
+            "failures_followed_by_success": followed,
+            "recovered_message_count": len(sig["recovered"]),
+            "evidence_class": evidence,
+            "recommended_class": evidence if recommended else None,
+            "attempts_saved": failures - messages if recommended and evidence == "permanent" else 0,
+            "false_poison_avoided": (
+                len(sig["recovered"]) if recommended and evidence == "transient" else 0
+            ),
+        }
+    return out
+
+
 def read_labels(landing: Path) -> dict[str, dict[Any, Any]]:
     """labels.jsonl as {message: {key: (cls, reason)}, queue: {...}, consumer: {...}}."""
     out: dict[str, dict[Any, Any]] = {"message": {}, "queue": {}, "consumer": {}}

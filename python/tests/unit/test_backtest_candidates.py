@@ -1,18 +1,22 @@
 """`poisonwatch backtest --candidates FILE`: a candidate file is validated before any SQL is made
 (errors name the file, line and field), the project's own candidate seeds pass, and the SQL made
 from a file holds only quoted literals. The marts are exercised by dbt unit tests
-(backtest_decides_where_the_live_ladder_would, backtest_breaker_trips_where_the_live_fuse_would)
-and by the backtest step of scripts/test.sh."""
+(backtest_decides_where_the_live_ladder_would, backtest_breaker_trips_where_the_live_fuse_would,
+error_class_evidence_judges_each_signature_against_the_seed) and by the backtest and
+error-evidence steps of scripts/test.sh; here, what the backtest prints from the evidence."""
 
 from __future__ import annotations
 
+import io
+import re
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from poisonwatch.backtest import BREAKER_COLUMNS, POLICY_COLUMNS, load_candidates
 from poisonwatch.backtest.candidates import insert_statement
-from poisonwatch.backtest.run import policy_change
+from poisonwatch.backtest.run import policy_change, print_evidence
 from poisonwatch.config import PoisonwatchError, project_root
 
 HEADER = ",".join(POLICY_COLUMNS)
@@ -79,3 +83,55 @@ def test_the_change_names_the_queue_and_settings() -> None:
     change = policy_change(best, in_force)
     assert "service_broker/ExpenseQueue" in change and "failure_threshold 5" in change
     assert "keep" in policy_change(dict(best, failure_threshold=3), in_force)
+
+
+def _evidence(**changes: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "broker_kind": "service_broker",
+        "error_key": "1205",
+        "normalized_message": "deadlock <number>",
+        "seed_failure_class": "transient",
+        "failure_count": 6,
+        "message_count": 2,
+        "success_share": 0.0,
+        "evidence_class": "permanent",
+        "is_reclassification_recommended": True,
+        "recommended_class": "permanent",
+        "attempts_saved": 4,
+        "false_poison_avoided": 0,
+    }
+    return {**row, **changes}
+
+
+def test_the_evidence_names_the_seed_change_and_what_it_saves() -> None:
+    out = io.StringIO()
+    agreeing = _evidence(error_key="2627", is_reclassification_recommended=False)
+    unknown = _evidence(
+        error_key="8152",
+        seed_failure_class="unknown",
+        recommended_class="transient",
+        evidence_class="transient",
+        success_share=1.0,
+        attempts_saved=0,
+        false_poison_avoided=3,
+    )
+    print_evidence([_evidence(), agreeing, unknown], Console(file=out, width=80))
+    text = " ".join(out.getvalue().split())
+    assert "3 error signatures, 3 with evidence either way, 2 contradicting" in text
+    assert "set service_broker,1205,permanent" in text and "4 failed attempts saved" in text
+    assert "add the row service_broker,8152,transient" in text
+    assert "3 messages not declared poison that recovered" in text
+    assert "2627" not in text
+
+
+def test_hostile_error_texts_in_the_evidence_are_inert() -> None:
+    out = io.StringIO()
+    hostile = _evidence(
+        error_key="x[bold]\x1b]8;;http://evil\x07y", normalized_message="\x1b[2J[red]boom[/red]"
+    )
+    print_evidence([hostile], Console(file=out, width=80, force_terminal=True))
+    text = out.getvalue()
+    assert "\x1b]8" not in text and "\x1b[2J" not in text and "\x07" not in text
+    # Markup is shown as text, not applied (rich's own highlighting aside).
+    plain = re.sub("\x1b\\[[0-9;]*m", "", text)
+    assert "[red]boom[/red]" in plain and "x[bold]" in plain
