@@ -373,6 +373,19 @@ def _breaker_section(data: ReportData) -> Section:
     )
 
 
+EVIDENCE_HEADERS = (
+    "error key",
+    "message pattern",
+    "seed class",
+    "failures",
+    "messages",
+    "success share",
+    "evidence",
+    "recommended",
+    "saves",
+)
+
+
 def _backtest_sections(data: ReportData) -> list[Section]:
     out = []
     if data.policy_backtest is not None:
@@ -407,6 +420,18 @@ def _backtest_sections(data: ReportData) -> list[Section]:
                 if rows
                 else None,
                 table([c.replace("_", " ") for c in columns], rows),
+            )
+        )
+    if data.error_evidence is not None:
+        out.append(
+            Section(
+                "error-evidence",
+                "Error classes from evidence",
+                "Per error signature: how often a failure was followed by a success of the same "
+                "message, and the class seeds/error_classes.csv should give it where the history "
+                "contradicts the seed (recommendations first; at most 30 signatures).",
+                "",
+                table(EVIDENCE_HEADERS, data.error_evidence, mono=(1,)),
             )
         )
     return out

@@ -115,6 +115,7 @@ class ReportData:
     alerts: list[tuple[Any, ...]] | None = None
     policy_backtest: tuple[list[str], list[tuple[Any, ...]]] | None = None
     breaker_backtest: tuple[list[str], list[tuple[Any, ...]]] | None = None
+    error_evidence: list[tuple[Any, ...]] | None = None
 
 
 def _columns(engine: Engine, database: str, table: str) -> set[str]:
@@ -348,6 +349,27 @@ def _collect_optional(engine: Engine, data: ReportData, window: Window) -> None:
             ]
     data.policy_backtest = _backtest(engine, "policy_backtest")
     data.breaker_backtest = _backtest(engine, "breaker_backtest")
+    if engine.table_exists(MARTS, "error_class_evidence"):
+        # Recommendations first, then the signatures with the most failures.
+        _, data.error_evidence = engine.query(
+            f"select {', '.join(EVIDENCE_COLUMNS)} from {MARTS}.error_class_evidence "
+            "order by is_reclassification_recommended desc, failure_count desc, "
+            "failure_group_id limit 30"
+        )
+
+
+EVIDENCE_COLUMNS = (
+    "error_key",
+    "normalized_message",
+    "seed_failure_class",
+    "failure_count",
+    "message_count",
+    "round(success_share, 2)",
+    "evidence_class",
+    "recommended_class",
+    "case when attempts_saved > 0 then concat(attempts_saved, ' attempts') "
+    "when false_poison_avoided > 0 then concat(false_poison_avoided, ' false poison') end",
+)
 
 
 def _float(value: Any) -> float | None:
