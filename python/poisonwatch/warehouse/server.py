@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 from poisonwatch.config import home, release_file_lock
 
 STATUS_FILE = "serve.json"
+TURN_POLL_S = 0.2
 TURN_FILE = "serve.turn"
 # The environment variable profiles.yml's `serve` output reads its port from.
 PORT_ENV = "POISONWATCH_SERVE_PORT"
@@ -96,10 +98,15 @@ def write_status(status: dict[str, Any], store: Path | None = None) -> None:
     os.replace(tmp, path)
 
 
+class TurnCancelledError(Exception):
+    """Waiting for the write turn was given up (`cancel` was set); nothing was written."""
+
+
 @contextlib.contextmanager
-def turn(holder: str) -> Iterator[None]:
+def turn(holder: str, cancel: threading.Event | None = None) -> Iterator[None]:
     """Hold the store's write turn for the block (blocking: the server's cycle, or another
-    command, finishes its step first). Re-entrant within a process."""
+    command, finishes its step first). Re-entrant within a process. With `cancel`, the wait
+    gives up with TurnCancelledError as soon as it is set (the server stopping on SIGTERM)."""
     global _turn_handle, _turn_depth
     if _turn_depth == 0:
         path = home() / TURN_FILE
@@ -110,7 +117,10 @@ def turn(holder: str) -> Iterator[None]:
             fh.seek(0)
             other = " ".join(fh.read().split())[:200] or "another process"
             print(f"waiting for the store's write turn ({other})", file=sys.stderr, flush=True)
-            fcntl.flock(fh, fcntl.LOCK_EX)
+            if cancel is None:
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            else:
+                _wait_for_turn(fh, cancel)
         fh.seek(0)
         fh.truncate()
         fh.write(holder + "\n")
@@ -124,3 +134,18 @@ def turn(holder: str) -> Iterator[None]:
         if _turn_depth == 0:
             fh, _turn_handle = _turn_handle, None
             release_file_lock(fh)
+
+
+def _wait_for_turn(fh: Any, cancel: threading.Event) -> None:
+    """Poll for the turn (a blocking flock is retried through signals, so SIGTERM could not end
+    the wait); close the file and raise TurnCancelledError once `cancel` is set."""
+    while True:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except OSError:
+            if cancel.wait(TURN_POLL_S):
+                fh.close()
+                raise TurnCancelledError(
+                    "stopped while waiting for the store's write turn"
+                ) from None

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -111,3 +112,38 @@ def test_status_without_a_server(store: Path, capsys: pytest.CaptureFixture[str]
     assert print_status("json") == 3
     assert json.loads(capsys.readouterr().out)["running"] is False
     assert print_status() == 3
+
+
+def test_waiting_for_the_turn_ends_when_cancelled(store: Path) -> None:
+    """The server's cycle waits for a command's turn; SIGTERM (the cancel event) ends the wait
+    at once instead of after the command's step, and the turn is not taken."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(store / server.TURN_FILE)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        cancel = threading.Event()
+        outcome: list[str] = []
+
+        def cycle() -> None:
+            try:
+                with server.turn("serve", cancel):
+                    outcome.append("took the turn")
+            except server.TurnCancelledError:
+                outcome.append("cancelled")
+
+        waiting = threading.Thread(target=cycle)
+        waiting.start()
+        time.sleep(3 * server.TURN_POLL_S)
+        assert waiting.is_alive() and outcome == []  # it waits while the command holds it
+        cancel.set()
+        waiting.join(timeout=5 * server.TURN_POLL_S)
+        assert not waiting.is_alive() and outcome == ["cancelled"]
+    finally:
+        holder.kill()
+        holder.wait()
+    # Once the command is gone the turn is free, and a wait with a cancel event takes it.
+    with server.turn("serve", threading.Event()):
+        assert not _free_in_another_process(store / server.TURN_FILE)
