@@ -64,16 +64,19 @@ expect_exit() {
 step ruff ruff check python
 step ruff-format ruff format --check python
 # sqlfluff beside the unit tests, on the demo's store while it is still empty (the models'
-# first-build rendering): it works mostly in Python while the unit tests' driver runs Spark.
+# first-build rendering): it parses and lints in Python, so it and the unit tests' driver
+# keep both cores busier than either alone.
 # Two worker processes parse and lint what the dbt templater rendered in the main process.
 SQLFLUFF_LOG="$WORK/sqlfluff.log"
 step sqlfluff sqlfluff lint models analyses --processes 2 >"$SQLFLUFF_LOG" 2>&1 &
 sqlfluff_pid=$!
+trap "pkill -P $sqlfluff_pid 2>/dev/null; kill $sqlfluff_pid 2>/dev/null" EXIT
 # The rules first, so that a broken one fails the run before the long lanes start: the dbt unit
 # tests on a store of their own, their parent models built with --empty (one driver JVM).
 step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" \
     python python/tests/support/unit_first.py
 wait "$sqlfluff_pid"
+trap - EXIT
 cat "$SQLFLUFF_LOG"
 if grep -q '^dbt-unit-tests FAILED$' "$RESULTS"; then
     echo "poisonwatch tests stopped after ${SECONDS} s: the dbt unit tests failed (the rules)"
@@ -121,10 +124,10 @@ demo_and_its_store() {
     step check poisonwatch check --require-all
     # The backtest and the alerts on the demo's store (its workload has the alert scenarios; the
     # demo applied the remediation): the backtest prints a recommendation per queue and agrees
-    # with the labels, and its error-class evidence agrees with the landing files; every scenario's alert is open on its own subject (exit 2: critical);
-    # after a later snapshot (the follow-up) the spike, the stalled and the looping queue are
-    # resolved, not merely absent, and no alert of those kinds is open (alert_steps.py reads
-    # the JSON).
+    # with the labels, and its error-class evidence agrees with the landing files; every
+    # scenario's alert is open on its own subject (exit 2: critical); after a later snapshot
+    # (the follow-up) the spike, the stalled and the looping queue are resolved, not merely
+    # absent, and no alert of those kinds is open (alert_steps.py reads the JSON).
     step backtest poisonwatch backtest --labels "$WORK/landing/labels.jsonl"
     step error-evidence error_evidence_step
     step alerts-raised expect_exit 2 poisonwatch alerts

@@ -8,7 +8,9 @@
 -- the class seeds/error_classes.csv gives the error. A permanent error that later succeeds
 -- (success share >= error_evidence_transient_share) or a transient one that never does, each
 -- seen on at least error_evidence_min_messages messages, is recommended for reclassification;
--- so is an error the seed does not list, once its evidence is clear either way.
+-- so is an error the seed does not list, once its evidence is clear either way. The seed keys
+-- on the error alone, so a recommendation needs every judged signature of the error to agree.
+-- A message still being retried counts as not (yet) followed by a success.
 
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
@@ -75,7 +77,7 @@ signatures as (
             as recovered_message_count,
         avg(case when is_followed_by_success then attempts_to_success end)
             as attempts_to_success_mean,
-        percentile_approx(
+        percentile(
             case when is_followed_by_success then seconds_to_success end, 0.5
         ) as seconds_to_success_median
     from failures
@@ -88,13 +90,18 @@ judged as (
         coalesce(error_classes.failure_class, 'unknown') as seed_failure_class,
         signatures.failures_followed_by_success / signatures.failure_count as success_share,
         case
+            {#- Without an error key no seed row can match: nothing to recommend. #}
+            when signatures.error_key = '' then null
             when signatures.message_count < {{ var('error_evidence_min_messages') }} then null
             when
                 signatures.failures_followed_by_success
                 >= {{ var('error_evidence_transient_share') }} * signatures.failure_count
                 then 'transient'
             when signatures.failures_followed_by_success = 0 then 'permanent'
-        end as evidence_class
+        end as evidence_class,
+        signatures.error_key != ''
+        and signatures.message_count >= {{ var('error_evidence_min_messages') }}
+            as is_judged
     from signatures
     left join error_classes
         on
@@ -102,18 +109,36 @@ judged as (
             and signatures.error_key = error_classes.error_key
 ),
 
-recommended as (
+error_agreement as (
     select
         judged.*,
+        {#- The error's judged signatures: all of one evidence class, none in between. #}
+        count_if(judged.is_judged and judged.evidence_class is null) over error_signatures
+            as in_between_signatures,
+        size(collect_set(judged.evidence_class) over error_signatures) as evidence_classes
+    from judged
+    window error_signatures as (partition by judged.broker_kind, judged.error_key)
+),
+
+recommended as (
+    select
+        error_agreement.*,
         coalesce(
-            (judged.evidence_class = 'transient' and judged.seed_failure_class != 'transient')
-            or (
-                judged.evidence_class = 'permanent'
-                and judged.seed_failure_class not in ('permanent', 'validation')
+            error_agreement.in_between_signatures = 0
+            and error_agreement.evidence_classes = 1
+            and (
+                (
+                    error_agreement.evidence_class = 'transient'
+                    and error_agreement.seed_failure_class != 'transient'
+                )
+                or (
+                    error_agreement.evidence_class = 'permanent'
+                    and error_agreement.seed_failure_class not in ('permanent', 'validation')
+                )
             ),
             false
         ) as is_reclassification_recommended
-    from judged
+    from error_agreement
 ),
 
 final as (
@@ -135,16 +160,21 @@ final as (
         evidence_class,
         is_reclassification_recommended,
         case when is_reclassification_recommended then evidence_class end as recommended_class,
-        {#- Permanent: each message would be declared at its first such failure; the failures
-            after it (none followed by a success) are the retries saved. #}
+        {#- Permanent: at most the failures after each message's first one with it (none
+            followed by a success), which a queue declaring poison at the first permanent
+            failure (permanent_error_threshold 1) would have spared. #}
         case
             when is_reclassification_recommended and evidence_class = 'permanent'
                 then failure_count - message_count
             else 0
         end as attempts_saved,
-        {#- Transient: the messages that recovered, which a permanent class declares poison. #}
+        {#- Transient: the messages that recovered, which a permanent or validation class
+            can declare poison (where the queue's policy acts on that class). #}
         case
-            when is_reclassification_recommended and evidence_class = 'transient'
+            when
+                is_reclassification_recommended
+                and evidence_class = 'transient'
+                and seed_failure_class in ('permanent', 'validation')
                 then recovered_message_count
             else 0
         end as false_poison_avoided

@@ -257,6 +257,7 @@ def print_evidence(rows: list[dict[str, Any]], console: Console) -> None:
         f"error classes from evidence: {len(rows)} error signatures, {judged} with evidence "
         f"either way, {len(recommended)} contradicting seeds/error_classes.csv"
     )
+    changes = {(r["broker_kind"], r["error_key"]): r for r in recommended}  # the last row of each
     for row in recommended:
         share = 100 * row["success_share"]
         what = (
@@ -272,5 +273,7 @@ def print_evidence(rows: list[dict[str, Any]], console: Console) -> None:
                 f"{row['recommended_class']}; {what}"
             )
         )
-        console.print("    " + textsafe.terminal(error_class_change(row)))
+        # The seed keys on the error: its change once, after the error's last signature.
+        if changes[(row["broker_kind"], row["error_key"])] is row:
+            console.print("    " + textsafe.terminal(error_class_change(row)))
     console.print()

@@ -285,7 +285,9 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
     state = _State()
 
     def stop(signum: int, _frame: Any) -> None:
-        state.stopping.set()
+        # From another thread: the handler runs in the main thread, which may hold the
+        # event's lock inside stopping.wait(), and that lock is not re-entrant.
+        threading.Thread(target=state.stopping.set, name="serve-stop", daemon=True).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -17,6 +17,7 @@ from poisonwatch.warehouse.build import INGEST_SELECTORS
 ON_DEMAND_MODELS = (
     "policy_backtest",
     "breaker_backtest",
+    "error_class_evidence",
     "int_message_failures_accumulated",
     "int_policy_candidates_resolved",
 )

@@ -12,6 +12,7 @@ import csv
 import gzip
 import json
 import re
+import statistics
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -365,40 +366,68 @@ def error_evidence(
                 text = a.get("exception_message") or ""
             sig = stats.setdefault(
                 (kind, error_key, normalize_error_message(text)),
-                {"failure_count": 0, "messages": set(), "failures_followed_by_success": 0,
-                 "recovered": set()},
-            )  # fmt: skip
+                {"failure_count": 0, "messages": set(), "recovered": set(), "to_success": []},
+            )
             sig["failure_count"] += 1
             sig["messages"].add(message)
-            if any(later["outcome"] == success for later in attempts[i + 1 :]):
-                sig["failures_followed_by_success"] += 1
+            after = next(
+                (j for j in range(i + 1, len(attempts)) if attempts[j]["outcome"] == success), None
+            )
+            if after is not None:
                 sig["recovered"].add(message)
-    out = {}
+                seconds = (to_micros(attempts[after]["attempted_at"])
+                           - to_micros(a["attempted_at"])) / 1_000_000  # fmt: skip
+                sig["to_success"].append((after - i, seconds))
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
     for (kind, error_key, text), sig in stats.items():
         failures, messages = sig["failure_count"], len(sig["messages"])
-        followed, seed = sig["failures_followed_by_success"], classes.get((kind, error_key))
-        seed = seed or "unknown"
+        followed = len(sig["to_success"])
+        judged = error_key != "" and messages >= min_messages
         evidence = None
-        if messages >= min_messages and followed >= transient_share * failures:
+        if judged and followed >= transient_share * failures:
             evidence = "transient"
-        elif messages >= min_messages and followed == 0:
+        elif judged and followed == 0:
             evidence = "permanent"
-        recommended = (evidence == "transient" and seed != "transient") or (
-            evidence == "permanent" and seed not in ("permanent", "validation")
-        )
         out[(kind, error_key, text)] = {
-            "seed_failure_class": seed,
+            "seed_failure_class": classes.get((kind, error_key)) or "unknown",
             "failure_count": failures,
             "message_count": messages,
             "failures_followed_by_success": followed,
             "recovered_message_count": len(sig["recovered"]),
-            "evidence_class": evidence,
-            "recommended_class": evidence if recommended else None,
-            "attempts_saved": failures - messages if recommended and evidence == "permanent" else 0,
-            "false_poison_avoided": (
-                len(sig["recovered"]) if recommended and evidence == "transient" else 0
+            "success_share": followed / failures,
+            "attempts_to_success_mean": (
+                statistics.mean(n for n, _ in sig["to_success"]) if followed else None
             ),
+            "seconds_to_success_median": (
+                statistics.median(s for _, s in sig["to_success"]) if followed else None
+            ),
+            "evidence_class": evidence,
+            "_judged": judged,
         }
+    # The seed keys on the error: recommend only where all its judged signatures agree.
+    by_error: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for (kind, error_key, _), row in out.items():
+        by_error[(kind, error_key)].append(row)
+    for rows in by_error.values():
+        judged_classes = [r["evidence_class"] for r in rows if r.pop("_judged")]
+        agree = len(set(judged_classes)) == 1 and None not in judged_classes
+        for r in rows:
+            evidence, seed = r["evidence_class"], r["seed_failure_class"]
+            recommended = agree and (
+                (evidence == "transient" and seed != "transient")
+                or (evidence == "permanent" and seed not in ("permanent", "validation"))
+            )
+            r["recommended_class"] = evidence if recommended else None
+            r["attempts_saved"] = (
+                r["failure_count"] - r["message_count"]
+                if recommended and evidence == "permanent"
+                else 0
+            )
+            r["false_poison_avoided"] = (
+                r["recovered_message_count"]
+                if recommended and evidence == "transient" and seed in ("permanent", "validation")
+                else 0
+            )
     return out
 
 

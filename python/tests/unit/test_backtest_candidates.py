@@ -124,6 +124,15 @@ def test_the_evidence_names_the_seed_change_and_what_it_saves() -> None:
     assert "2627" not in text
 
 
+def test_an_error_with_two_signatures_gets_its_seed_change_once() -> None:
+    out = io.StringIO()
+    rows = [_evidence(), _evidence(normalized_message="deadlock on <literal>")]
+    print_evidence(rows, Console(file=out, width=80))
+    text = " ".join(out.getvalue().split())
+    assert text.count("set service_broker,1205,permanent") == 1
+    assert "deadlock <number>" in text and "deadlock on <literal>" in text
+
+
 def test_hostile_error_texts_in_the_evidence_are_inert() -> None:
     out = io.StringIO()
     hostile = _evidence(
