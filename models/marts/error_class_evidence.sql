@@ -5,7 +5,8 @@
 -- One row per error signature (error number or exception class and normalised message, the
 -- grain and key of failure_groups): how often a failure with it was followed by a success of
 -- the same message, the attempts and the time that took, and what that evidence says against
--- the class seeds/error_classes.csv gives the error. A permanent error that later succeeds
+-- the class seeds/error_classes.csv gives the error (as the live rules apply it: the worst class
+-- among the signature's failures, a JMS temporarily-unavailable outcome always transient). A permanent error that later succeeds
 -- (success share >= error_evidence_transient_share) or a transient one that never does, each
 -- seen on at least error_evidence_min_messages messages, is recommended for reclassification;
 -- so is an error the seed does not list, once its evidence is clear either way. The seed keys
@@ -14,14 +15,6 @@
 
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
-),
-
-error_classes as (
-    select
-        lower({{ seed_string('broker_kind') }}) as broker_kind,
-        {{ seed_string('error_key') }} as error_key,
-        lower({{ seed_string('failure_class') }}) as failure_class
-    from {{ ref('error_classes') }}
 ),
 
 attempts_with_next_success as (
@@ -34,6 +27,7 @@ attempts_with_next_success as (
         attempted_at,
         attempt_number,
         is_failure,
+        failure_class,
         min(case when is_success then attempt_number end) over later_attempts
             as next_success_attempt_number,
         min(case when is_success then attempted_at end) over later_attempts
@@ -52,6 +46,7 @@ failures as (
         coalesce(error_key, '') as error_key,
         {{ normalize_error_message('coalesce(error_message, \'\')') }} as normalized_message,
         error_message,
+        failure_class,
         message_key,
         attempt_key,
         attempted_at,
@@ -70,6 +65,7 @@ signatures as (
         normalized_message,
         min(struct(attempted_at, attempt_key, error_message)).error_message
             as example_error_message,
+        max({{ failure_class_rank('failure_class') }}) as failure_class_rank,
         count(*) as failure_count,
         count(distinct message_key) as message_count,
         count_if(is_followed_by_success) as failures_followed_by_success,
@@ -87,7 +83,7 @@ signatures as (
 judged as (
     select
         signatures.*,
-        coalesce(error_classes.failure_class, 'unknown') as seed_failure_class,
+        {{ failure_class_from_rank('signatures.failure_class_rank') }} as seed_failure_class,
         signatures.failures_followed_by_success / signatures.failure_count as success_share,
         case
             {#- Without an error key no seed row can match: nothing to recommend. #}
@@ -103,10 +99,6 @@ judged as (
         and signatures.message_count >= {{ var('error_evidence_min_messages') }}
             as is_judged
     from signatures
-    left join error_classes
-        on
-            signatures.broker_kind = error_classes.broker_kind
-            and signatures.error_key = error_classes.error_key
 ),
 
 error_agreement as (

@@ -366,8 +366,15 @@ def error_evidence(
                 text = a.get("exception_message") or ""
             sig = stats.setdefault(
                 (kind, error_key, normalize_error_message(text)),
-                {"failure_count": 0, "messages": set(), "recovered": set(), "to_success": []},
-            )
+                {"failure_count": 0, "messages": set(), "recovered": set(), "to_success": [],
+                 "class": "transient"},
+            )  # fmt: skip
+            # The class the live rules give the failure; the signature's is the worst of them.
+            if kind == "jms" and a["outcome"] == "temporarily_unavailable":
+                cls = "transient"
+            else:
+                cls = classes.get((kind, error_key)) or "unknown"
+            sig["class"] = max(sig["class"], cls, key=RANK.index)
             sig["failure_count"] += 1
             sig["messages"].add(message)
             after = next(
@@ -389,7 +396,7 @@ def error_evidence(
         elif judged and followed == 0:
             evidence = "permanent"
         out[(kind, error_key, text)] = {
-            "seed_failure_class": classes.get((kind, error_key)) or "unknown",
+            "seed_failure_class": sig["class"],
             "failure_count": failures,
             "message_count": messages,
             "failures_followed_by_success": followed,
