@@ -2,16 +2,16 @@
     so that the production build after each ingest leaves it out (selectors.yml). -#}
 {{ config(tags=['on_demand']) }}
 
--- One row per error signature (error number or exception class and normalised message, the
--- grain and key of failure_groups): how often a failure with it was followed by a success of
--- the same message, the attempts and the time that took, and what that evidence says against
--- the class seeds/error_classes.csv gives the error (as the live rules apply it: the worst class
--- among the signature's failures, a JMS temporarily-unavailable outcome always transient). A permanent error that later succeeds
--- (success share >= error_evidence_transient_share) or a transient one that never does, each
--- seen on at least error_evidence_min_messages messages, is recommended for reclassification;
--- so is an error the seed does not list, once its evidence is clear either way. The seed keys
--- on the error alone, so a recommendation needs every judged signature of the error to agree.
--- A message still being retried counts as not (yet) followed by a success.
+-- One row per error signature (error number or exception class and normalised message, the grain
+-- and key of failure_groups): how often a failure with it was followed by a success of the same
+-- message, the attempts and the time that took, and what that evidence says against the class
+-- seeds/error_classes.csv gives the error (as the live rules apply it: the worst class among the
+-- signature's failures, a JMS temporarily-unavailable outcome always transient). A permanent error
+-- that later succeeds (success share >= error_evidence_transient_share) or a transient one that
+-- never does, each seen on at least error_evidence_min_messages messages, is recommended for
+-- reclassification; so is an error the seed does not list, once its evidence is clear either way.
+-- The seed keys on the error alone, so a recommendation needs every judged signature of the error
+-- to agree. A message still being retried counts as not (yet) followed by a success.
 
 with attempts as (
     select * from {{ ref('int_receive_attempts_sequenced') }}
