@@ -156,6 +156,8 @@ def _ingested_before(engine: Any) -> bool:
 
 def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) -> CycleResult:
     """One cycle in this driver; steps that have nothing to do start no Spark job."""
+    from poisonwatch.warehouse.build import production_build
+
     started = time.monotonic()
     result = CycleResult(number)
     quiet = Console(file=io.StringIO(), width=80)
@@ -165,57 +167,43 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
     new = [name for name, seen in files.items() if state.seen.get(name) != seen]
     try:
         with turn(f"poisonwatch serve pid {os.getpid()}, cycle {number}", state.stopping):
-            _cycle_steps(engine, options, state, number, files, new, result, quiet)
+            if new:
+                from poisonwatch.ingest import ingest
+
+                assert options.landing is not None
+                state.step("ingest")
+                summary = ingest(engine, options.landing, console=quiet)
+                result.files = sum(d.files_loaded for d in summary.datasets.values())
+                result.attempts = summary.dataset("ssb_receive_attempts").records_loaded + (
+                    summary.dataset("jms_receive_attempts").records_loaded
+                )
+                result.rejected = summary.rejected_total
+                state.seen = files
+            if state.stopping.is_set():
+                return result
+            # The first cycle builds what an earlier run left unbuilt (a store with raw tables).
+            if new or (number == 1 and _ingested_before(engine)):
+                state.step("build")
+                built = production_build(
+                    engine, "local", data_tests=options.data_tests, console=quiet
+                )
+                if built.ran:
+                    result.build_seconds = built.seconds
+            if state.stopping.is_set():
+                return result
+            # The first cycle also posts what a killed run built but did not post.
+            if result.build_seconds is not None or number == 1 or state.retry_posts:
+                state.step("alerts")
+                has_marts = _alerts_step(engine, options, state, result)
+                if has_marts and options.report is not None:
+                    from poisonwatch.report import write_report
+
+                    state.step("report")
+                    write_report(engine, options.report)
     except TurnCancelledError:
-        pass  # SIGTERM while another command held the turn: this cycle wrote nothing
+        return result  # SIGTERM while another command held the turn: this cycle wrote nothing
     result.seconds = time.monotonic() - started
     return result
-
-
-def _cycle_steps(
-    engine: Any,
-    options: ServeOptions,
-    state: _State,
-    number: int,
-    files: dict[str, tuple[int, int]],
-    new: list[str],
-    result: CycleResult,
-    quiet: Console,
-) -> None:
-    """The cycle's steps, holding the write turn; each step is skipped once stopping."""
-    from poisonwatch.warehouse.build import production_build
-
-    if new:
-        from poisonwatch.ingest import ingest
-
-        assert options.landing is not None
-        state.step("ingest")
-        summary = ingest(engine, options.landing, console=quiet)
-        result.files = sum(d.files_loaded for d in summary.datasets.values())
-        result.attempts = summary.dataset("ssb_receive_attempts").records_loaded + (
-            summary.dataset("jms_receive_attempts").records_loaded
-        )
-        result.rejected = summary.rejected_total
-        state.seen = files
-    if state.stopping.is_set():
-        return
-    # The first cycle builds what an earlier run left unbuilt (a store with raw tables).
-    if new or (number == 1 and _ingested_before(engine)):
-        state.step("build")
-        built = production_build(engine, "local", data_tests=options.data_tests, console=quiet)
-        if built.ran:
-            result.build_seconds = built.seconds
-    if state.stopping.is_set():
-        return
-    # The first cycle also posts what a killed run built but did not post.
-    if result.build_seconds is not None or number == 1 or state.retry_posts:
-        state.step("alerts")
-        has_marts = _alerts_step(engine, options, state, result)
-        if has_marts and options.report is not None:
-            from poisonwatch.report import write_report
-
-            state.step("report")
-            write_report(engine, options.report)
 
 
 def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: CycleResult) -> bool:

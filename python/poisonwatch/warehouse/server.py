@@ -23,8 +23,8 @@ from typing import Any
 from poisonwatch.config import home, release_file_lock
 
 STATUS_FILE = "serve.json"
-TURN_POLL_S = 0.2
 TURN_FILE = "serve.turn"
+TURN_POLL_S = 0.2
 # The environment variable profiles.yml's `serve` output reads its port from.
 PORT_ENV = "POISONWATCH_SERVE_PORT"
 

@@ -11,7 +11,6 @@ Exits 1 with the differences.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import yaml
 
 # Run as a script from scripts/test.sh: python/tests on the path, for `support`.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from support.alert_steps import load
 from support.reference_rules import error_evidence
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -69,16 +69,9 @@ def compare(mart: list[dict[str, Any]], expected: dict[tuple[str, str, str], dic
     return problems
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8").strip()
-    if text.startswith("["):
-        return json.loads(text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def main(argv: list[str]) -> int:
     landing, evidence = Path(argv[0]), Path(argv[1])
-    mart = _rows(evidence)
+    mart = load(evidence)
     min_messages, share = project_vars()
     expected = error_evidence(landing, ROOT / "seeds", min_messages, share)
     problems = compare(mart, expected)

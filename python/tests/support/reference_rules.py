@@ -167,10 +167,7 @@ def _classify_message(
             key = None if a.get("error_number") is None else str(a["error_number"])
         else:
             key = a.get("exception_class")
-        if kind == "jms" and a["outcome"] == "temporarily_unavailable":
-            classes.append("transient")
-        else:
-            classes.append(policy.classes.get((kind, key), "unknown"))
+        classes.append(_failure_class(kind, a, key, policy.classes))
     if attempts[-1]["outcome"] == success:
         return "recovered", "succeeded_after_failures"
     if "validation" in classes and row["validation_is_poison"].strip().lower() == "true":
@@ -198,8 +195,18 @@ def _classify_message(
     return "retrying", "below_threshold"
 
 
-def message_labels(landing: Path, policy: Policy) -> dict[tuple[Any, ...], tuple[str, str]]:
-    out: dict[tuple[Any, ...], tuple[str, str]] = {}
+def _failure_class(
+    kind: str, attempt: dict[str, Any], key: str | None, classes: dict[tuple[str, Any], str]
+) -> str:
+    """A failure's class: the seed's for its error, `unknown` when unlisted; a JMS
+    temporarily-unavailable outcome is always transient."""
+    if kind == "jms" and attempt["outcome"] == "temporarily_unavailable":
+        return "transient"
+    return classes.get((kind, key), "unknown")
+
+
+def _message_attempts(landing: Path) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Every message's attempts, in attempt order, by its identity (rules.md)."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in read_dataset(landing, "ssb_receive_attempts"):
         key = (
@@ -213,9 +220,15 @@ def message_labels(landing: Path, policy: Policy) -> dict[tuple[Any, ...], tuple
         groups[key].append(r)
     for r in read_dataset(landing, "jms_receive_attempts"):
         groups[("jms", r["broker_name"], r["queue_name"], r["message_id"])].append(r)
-    broker = broker_settings(landing)
-    for key, attempts in groups.items():
+    for attempts in groups.values():
         attempts.sort(key=_attempt_key)
+    return groups
+
+
+def message_labels(landing: Path, policy: Policy) -> dict[tuple[Any, ...], tuple[str, str]]:
+    out: dict[tuple[Any, ...], tuple[str, str]] = {}
+    broker = broker_settings(landing)
+    for key, attempts in _message_attempts(landing).items():
         queue = key[3] if key[0] == "service_broker" else key[2]
         verdict = _classify_message(key[0], queue, attempts, policy, broker)
         if verdict is not None:
@@ -342,19 +355,11 @@ def error_evidence(
     a later success of the same message followed, and the class that evidence gives it against
     seeds/error_classes.csv (docs/rules.md, "Error classes from evidence")."""
     classes = Policy(seeds).classes
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-    for r in read_dataset(landing, "ssb_receive_attempts"):
-        key = ("service_broker", r["server_name"], r["database_name"], r["queue_name"],
-               r["conversation_handle"].upper(), int(r["message_sequence_number"]))  # fmt: skip
-        groups[key].append(r)
-    for r in read_dataset(landing, "jms_receive_attempts"):
-        groups[("jms", r["broker_name"], r["queue_name"], r["message_id"])].append(r)
     stats: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for message, attempts in groups.items():
+    for message, attempts in _message_attempts(landing).items():
         kind = message[0]
         failures = SB_FAILURES if kind == "service_broker" else JMS_FAILURES
         success = "committed" if kind == "service_broker" else "acknowledged"
-        attempts.sort(key=_attempt_key)
         for i, a in enumerate(attempts):
             if a["outcome"] not in failures:
                 continue
@@ -370,10 +375,7 @@ def error_evidence(
                  "class": "transient"},
             )  # fmt: skip
             # The class the live rules give the failure; the signature's is the worst of them.
-            if kind == "jms" and a["outcome"] == "temporarily_unavailable":
-                cls = "transient"
-            else:
-                cls = classes.get((kind, error_key)) or "unknown"
+            cls = _failure_class(kind, a, error_key, classes)
             sig["class"] = max(sig["class"], cls, key=RANK.index)
             sig["failure_count"] += 1
             sig["messages"].add(message)
