@@ -123,6 +123,7 @@ def run_demo(
     from poisonwatch.ingest import ingest
     from poisonwatch.quality import compare_labels
     from poisonwatch.report import write_report
+    from poisonwatch.warehouse.build import read_inputs, record_build
     from poisonwatch.warehouse.dbtrun import dbt_log_path, run_dbt
 
     landing = landing or home() / "landing" / f"demo-seed{seed}-{attempts}"
@@ -168,20 +169,24 @@ def run_demo(
         run.before = live_counts(engine)
         result = _step("apply", lambda: _apply(engine), _describe_apply, own_progress=True)
         run.applied = dict(result.applied)
+        # Only what apply's records feed (the ops staging views and everything downstream: the
+        # marts), with their data tests; the attempt sequencing does not change.
+        after_apply = [
+            "--select",
+            "path:models/staging/ops+",
+            "--exclude-resource-type",
+            "unit_test",
+        ]
+        covered = read_inputs(engine)
         _step(
             "dbt build",
-            # Only what apply's records feed (the ops staging views and everything downstream:
-            # the marts), with their data tests; the attempt sequencing does not change.
-            dbt_build(
-                "dbt build (after apply)",
-                "--select",
-                "path:models/staging/ops+",
-                "--exclude-resource-type",
-                "unit_test",
-            ),
+            dbt_build("dbt build (after apply)", *after_apply),
             lambda n: f"{n} nodes ok (after apply)",
             own_progress=True,
         )
+        # With the whole project's build before apply, this one covers every input read just
+        # before it: a later `poisonwatch build` (or `serve`) skips until something new lands.
+        record_build(target, covered, ["build", *after_apply])
         run.after = live_counts(engine)
         out = report or home() / "poisonwatch-report.html"
         written = _step(

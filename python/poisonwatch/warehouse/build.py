@@ -361,12 +361,19 @@ def production_build(
         args = without_data_tests(args)
     console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
     run_dbt(args, target=name, console=console)
+    record_build(name, inputs, args)
+    return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
+
+
+def record_build(target: str | None, inputs: BuildInputs, dbt_args: list[str]) -> None:
+    """Record a successful build that covered `inputs` (read before it started) as the
+    production build's, so the next `poisonwatch build` goes on from it."""
+    name = target_name(target)
     # The store lock keeps other writers out, and a build writes no ledger row (its
     # on-run-start hook only creates missing ledgers empty): the versions now go with the
     # figures read before it.
     inputs.delta_versions = _ledger_versions(name)
-    save_state(name, inputs, args)
-    return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
+    save_state(name, inputs, dbt_args)
 
 
 def _local_warehouse(name: str) -> Path | None:
