@@ -41,6 +41,7 @@ from rich.text import Text
 from poisonwatch.config import PoisonwatchError, home, load_profile
 from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.schemas import DATASETS, LEDGER_TABLE, RAW_DATABASE, REJECTS_TABLE
+from poisonwatch.warehouse.server import running_server
 
 if TYPE_CHECKING:
     from great_expectations.core.expectation_validation_result import (
@@ -325,6 +326,14 @@ def run_checks(
     to check a copy of the data before it replaces the real tables.
     """
     spark: SparkSession | None = getattr(engine, "spark", None)
+    session = load_profile(engine.target).get("method") == "session"
+    served = running_server() if spark is None and session else None
+    if served is not None:
+        raise PoisonwatchError(
+            f"`poisonwatch check` validates DataFrames in a Spark driver of its own, and "
+            f"`poisonwatch serve` (pid {served.pid}) holds the store: run it after "
+            "`poisonwatch serve --stop`"
+        )
     if spark is None:
         raise PoisonwatchError(
             f"`poisonwatch check` validates Spark DataFrames of a local SparkSession; target "

@@ -176,7 +176,7 @@ def test_serve_rounds_webhook_kill_and_restart(tmp_path: Path, webhook: str) -> 
         assert world.report.is_file() and "<section" in world.report.read_text()
         state = world.cli("serve", "--status", "--format", "json")
         assert state.returncode == 0 and json.loads(state.stdout)["lag_seconds"] == 0
-        for refused in (["store", "rebuild", "--no-build"], ["serve", "--port", "0"]):
+        for refused in (["store", "rebuild", "--no-build"], ["serve", "--port", "0"], ["check"]):
             done = world.cli(*refused)
             assert done.returncode == 2 and "poisonwatch serve" in done.stderr, done.stderr
         assert not list(world.store.glob("*.orphan-*"))
