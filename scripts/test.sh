@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: ruff, the dbt unit tests on an empty store (a failure stops the run
-# there) with sqlfluff beside them, then two lanes side by side: pytest in two workers, and
-# beside it the demo on generated data (dbt build with models, data tests and unit tests; the
-# label agreement it exits on; remediation; the report, checked in Chromium), the
-# great-expectations suites and the alert sequence on the demo's store.
+# The whole test suite: ruff, then two lanes side by side: pytest in two workers, and beside it
+# sqlfluff and the demo on generated data (dbt build with models, data tests and the dbt unit
+# tests; the label agreement it exits on; remediation; the report, checked in Chromium), then
+# the great-expectations suites, the backtest and the alert sequence on the demo's store, the
+# commands sent to one `poisonwatch serve` there.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,33 +63,13 @@ expect_exit() {
 
 step ruff ruff check python
 step ruff-format ruff format --check python
-# sqlfluff beside the unit tests, on the demo's store while it is still empty (the models'
-# first-build rendering): it parses and lints in Python, so it and the unit tests' driver
-# keep both cores busier than either alone.
-# Two worker processes parse and lint what the dbt templater rendered in the main process.
-SQLFLUFF_LOG="$WORK/sqlfluff.log"
-step sqlfluff sqlfluff lint models analyses --processes 2 >"$SQLFLUFF_LOG" 2>&1 &
-sqlfluff_pid=$!
-trap "pkill -P $sqlfluff_pid 2>/dev/null; kill $sqlfluff_pid 2>/dev/null" EXIT
-# The rules first, so that a broken one fails the run before the long lanes start: the dbt unit
-# tests on a store of their own, their parent models built with --empty (one driver JVM).
-step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" \
-    python python/tests/support/unit_first.py
-wait "$sqlfluff_pid"
-trap - EXIT
-cat "$SQLFLUFF_LOG"
-if grep -q '^dbt-unit-tests FAILED$' "$RESULTS"; then
-    echo "poisonwatch tests stopped after ${SECONDS} s: the dbt unit tests failed (the rules)"
-    exit 1
-fi
-
-# Then two lanes side by side, each in a store of its own:
+# Two lanes side by side, each in a store of its own:
 #   lane 1: pytest over every module but the cluster-marked ones, in two pytest-xdist workers
 #           that take whole modules in collection order, the longest first (conftest.py; xdist
 #           would otherwise start with the modules of most tests, and the long modules have
 #           few), each worker with a store of its own; the broker tests mostly wait on a real
 #           broker, so the other worker and lane 2 use the cores meanwhile;
-#   lane 2: the demo and every step on the demo's store.
+#   lane 2: sqlfluff, the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 pytest_main() {
     POISONWATCH_HOME="$WORK/store-pytest" \
@@ -99,11 +79,15 @@ pytest_main() {
 
 # The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.
 demo_and_its_store() {
-    # The pipeline is `poisonwatch demo` (generate → ingest → dbt build with unit tests → label
-    # agreement → plan → apply → dbt build → report) under an 80-column pseudo-terminal: the
-    # screen is checked too (no line wider than 80, no dbt log, nothing printed twice, a summary
-    # of at most 40 lines), with the production Spark and JVM settings. Then the report it wrote
-    # is opened in headless Chromium, offline.
+    # sqlfluff on the demo's store while it is still empty (the models' first-build rendering);
+    # two worker processes parse and lint what the dbt templater rendered in the main process.
+    step sqlfluff sqlfluff lint models analyses --processes 2
+    # The pipeline is `poisonwatch demo` (generate → ingest → dbt build → label agreement →
+    # plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen is
+    # checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
+    # most 40 lines), with the production Spark and JVM settings. Its first dbt build is the
+    # whole project's, so the dbt unit tests (the rules) run there, once in the suite. Then the
+    # report it wrote is opened in headless Chromium, offline.
     # The workload includes the alert scenarios after its regular traffic.
     step demo env -u SPARK_CONF_DIR \
         python python/tests/support/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
@@ -117,11 +101,16 @@ demo_and_its_store() {
     local incremental_sql
     mapfile -t incremental_sql < <(grep -rl --include='*.sql' 'is_incremental()' models | sort)
     step sqlfluff-built sqlfluff lint "${incremental_sql[@]}" --processes 2
-    step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" \
-        --target-path "$WORK/dbt-docs"
-    # No `poisonwatch verify` here: the demo exits 1 below 100 % label agreement, and the
-    # README's runnable blocks run the command itself.
+    # The great-expectations suites validate DataFrames in a driver of their own. No
+    # `poisonwatch verify` here: the demo exits 1 below 100 % label agreement, and the README's
+    # runnable blocks run the command itself.
     step check poisonwatch check --require-all
+    # The rest goes through one `poisonwatch serve` on the demo's store, as an operator's
+    # commands do while it runs: each command (and dbt, `--target serve`) sends its SQL to the
+    # server's warm driver rather than starting a JVM of its own.
+    step serve-start serve_start
+    step dbt-docs dbt docs generate --profiles-dir "$ROOT" --project-dir "$ROOT" \
+        --target serve --target-path "$WORK/dbt-docs"
     # The backtest and the alerts on the demo's store (its workload has the alert scenarios; the
     # demo applied the remediation): the backtest prints a recommendation per queue and agrees
     # with the labels, and its error-class evidence agrees with the landing files; every
@@ -135,10 +124,47 @@ demo_and_its_store() {
     step follow-up poisonwatch generate --out "$WORK/follow-up" --seed "$SEED" \
         --attempts "$ATTEMPTS" --alert-scenario all --follow-up
     step ingest-follow-up poisonwatch ingest --strict "$WORK/follow-up"
-    step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" --select +alerts
+    step dbt-run-follow-up dbt run --profiles-dir "$ROOT" --project-dir "$ROOT" \
+        --target serve --select +alerts
     step alerts-resolved expect_exit 0 poisonwatch alerts --kind dlq_arrival_spike \
         --kind queue_stalled --kind queue_loops_forever
     step alerts-resolved-subjects alert_steps resolved
+    step serve-stop serve_stop
+}
+
+# `poisonwatch serve` on the demo's store, in the background, with no landing folder (cycles
+# only post alerts), until its first cycle is done; POISONWATCH_SERVE_PORT then names its port
+# for dbt's `serve` target.
+SERVE_LOG="$WORK/serve.log"
+serve_start() {
+    poisonwatch serve --port 0 --every 1h >"$SERVE_LOG" 2>&1 &
+    serve_pid=$!
+    local status
+    for _ in $(seq 1800); do
+        kill -0 "$serve_pid" 2>/dev/null || { cat "$SERVE_LOG"; return 1; }
+        status=$(poisonwatch serve --status --format json 2>/dev/null)
+        if python -c 'import json, sys; s = json.loads(sys.argv[1]); sys.exit(s.get("step") != "waiting")' \
+            "$status" 2>/dev/null; then
+            POISONWATCH_SERVE_PORT=$(python -c 'import json, sys; print(json.loads(sys.argv[1])["port"])' "$status")
+            export POISONWATCH_SERVE_PORT
+            echo "serving on port $POISONWATCH_SERVE_PORT (pid $serve_pid)"
+            return 0
+        fi
+        sleep 1
+    done
+    echo "poisonwatch serve did not finish its first cycle in 30 minutes"
+    cat "$SERVE_LOG"
+    return 1
+}
+
+# `serve --stop` (SIGTERM, then it waits until the server let the store go); the server exits 0.
+serve_stop() {
+    [ -n "${serve_pid:-}" ] || return 1
+    poisonwatch serve --stop || return 1
+    wait "$serve_pid"
+    local got=$?
+    cat "$SERVE_LOG"
+    [ "$got" -eq 0 ] || { echo "poisonwatch serve exited $got"; return 1; }
 }
 
 # error_class_evidence, which the backtest built, against the demo's landing files, signature by
@@ -159,14 +185,40 @@ alert_steps() {
     python python/tests/support/alert_steps.py "$1" "$file"
 }
 
+# A process and everything it started, children first (brokers in sessions of their own too).
+kill_tree() {
+    local child
+    for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+    kill -TERM "$1" 2>/dev/null
+}
+
+# A run that hangs or crawls fails here, showing what was running, rather than being cut off by
+# CI's limit with nothing to show: after LIMIT seconds (POISONWATCH_TEST_LIMIT) it prints the
+# process tree and lane two's log so far, then ends both lanes (the summary names their steps).
+LIMIT="${POISONWATCH_TEST_LIMIT:-4800}"
+watchdog() {
+    sleep "$LIMIT" </dev/null >/dev/null 2>&1 || return 0
+    echo "=== watchdog: the suite has run ${LIMIT} s; ending it. What runs now:"
+    ps -eo pid,ppid,etime,time,rss,args --forest | cut -c1-160
+    echo "--- lane two so far (tail):"
+    tail -n 40 "$LANE_TWO_LOG"
+    local child
+    for child in $(pgrep -P $$); do
+        [ "$child" = "$BASHPID" ] || kill_tree "$child"
+    done
+}
+
 LANE_TWO_LOG="$WORK/lane-two.log"
+watchdog &
+watchdog_pid=$!
 demo_and_its_store >"$LANE_TWO_LOG" 2>&1 &
 lane_two_pid=$!
-trap "pkill -P $lane_two_pid 2>/dev/null; kill $lane_two_pid 2>/dev/null" EXIT
+trap "kill_tree $lane_two_pid; kill_tree $watchdog_pid" EXIT
 step pytest pytest_main
 lane_one_seconds=$SECONDS
 wait "$lane_two_pid"
 trap - EXIT
+kill_tree "$watchdog_pid"
 echo "--- lane two (the demo and the steps on its store; it ran beside"
 echo "--- pytest, which finished at ${lane_one_seconds} s, and ended at ${SECONDS} s):"
 cat "$LANE_TWO_LOG"
