@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: ruff, then two lanes side by side: pytest in two workers, and beside it
-# sqlfluff and the demo on generated data (dbt build with models, data tests and the dbt unit
-# tests; the label agreement it exits on; remediation; the report, checked in Chromium), then
-# the great-expectations suites, the backtest and the alert sequence on the demo's store, the
-# commands sent to one `poisonwatch serve` there.
+# The whole test suite: ruff, the dbt unit tests on an empty store (a failure stops the run
+# there) with sqlfluff beside them, then two lanes side by side: pytest in two workers, and
+# beside it the demo on generated data (dbt build with models and data tests; the label
+# agreement it exits on; remediation; the report, checked in Chromium), then the
+# great-expectations suites, and the backtest and the alert sequence on the demo's store with
+# their commands sent to one `poisonwatch serve` there.
 # Prints one summary line at the end and exits non-zero when any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,13 +64,33 @@ expect_exit() {
 
 step ruff ruff check python
 step ruff-format ruff format --check python
-# Two lanes side by side, each in a store of its own:
+# sqlfluff beside the unit tests, on the demo's store while it is still empty (the models'
+# first-build rendering): it parses and lints in Python, so it and the unit tests' driver
+# keep both cores busier than either alone.
+# Two worker processes parse and lint what the dbt templater rendered in the main process.
+SQLFLUFF_LOG="$WORK/sqlfluff.log"
+step sqlfluff sqlfluff lint models analyses --processes 2 >"$SQLFLUFF_LOG" 2>&1 &
+sqlfluff_pid=$!
+trap "pkill -P $sqlfluff_pid 2>/dev/null; kill $sqlfluff_pid 2>/dev/null" EXIT
+# The rules first, so that a broken one fails the run before the long lanes start: the dbt unit
+# tests on a store of their own, their parent models built with --empty (one driver JVM).
+step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" \
+    python python/tests/support/unit_first.py
+wait "$sqlfluff_pid"
+trap - EXIT
+cat "$SQLFLUFF_LOG"
+if grep -q '^dbt-unit-tests FAILED$' "$RESULTS"; then
+    echo "poisonwatch tests stopped after ${SECONDS} s: the dbt unit tests failed (the rules)"
+    exit 1
+fi
+
+# Then two lanes side by side, each in a store of its own:
 #   lane 1: pytest over every module but the cluster-marked ones, in two pytest-xdist workers
 #           that take whole modules in collection order, the longest first (conftest.py; xdist
 #           would otherwise start with the modules of most tests, and the long modules have
 #           few), each worker with a store of its own; the broker tests mostly wait on a real
 #           broker, so the other worker and lane 2 use the cores meanwhile;
-#   lane 2: sqlfluff, the demo and every step on the demo's store.
+#   lane 2: the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 pytest_main() {
     POISONWATCH_HOME="$WORK/store-pytest" \
@@ -79,17 +100,14 @@ pytest_main() {
 
 # The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.
 demo_and_its_store() {
-    # sqlfluff on the demo's store while it is still empty (the models' first-build rendering);
-    # two worker processes parse and lint what the dbt templater rendered in the main process.
-    step sqlfluff sqlfluff lint models analyses --processes 2
     # The pipeline is `poisonwatch demo` (generate → ingest → dbt build → label agreement →
     # plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen is
     # checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
-    # most 40 lines), with the production Spark and JVM settings. Its first dbt build is the
-    # whole project's, so the dbt unit tests (the rules) run there, once in the suite. Then the
-    # report it wrote is opened in headless Chromium, offline.
+    # most 40 lines), with the production Spark and JVM settings. Its dbt builds leave out the
+    # unit tests, which ran first (dbt's own DBT_EXCLUDE_RESOURCE_TYPES). Then the report it
+    # wrote is opened in headless Chromium, offline.
     # The workload includes the alert scenarios after its regular traffic.
-    step demo env -u SPARK_CONF_DIR \
+    step demo env -u SPARK_CONF_DIR DBT_EXCLUDE_RESOURCE_TYPES=unit_test \
         python python/tests/support/terminal_screen.py --transcript "$WORK/demo-screen.txt" -- \
         poisonwatch demo --landing "$WORK/landing" --seed "$SEED" --attempts "$ATTEMPTS" \
         --alert-scenario all --report "$WORK/report.html"

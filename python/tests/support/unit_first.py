@@ -1,7 +1,7 @@
-"""The dbt unit tests (the rules) alone, on an empty store, for a developer who changed a rule:
-the raw tables are created empty, the unit tests' parent models are built with `--empty` (their
-schemas are what the unit tests need), and the unit tests run, all in one driver JVM. `make
-test` runs them in the demo's whole-project build instead. Arguments are passed on to dbt."""
+"""The dbt unit tests (the rules) on an empty store, first in `make test`, so a broken rule
+fails the run before the long lanes start: the raw tables are created empty, the unit tests'
+parent models are built with `--empty` (their schemas are what the unit tests need), and the
+unit tests run, all in one driver JVM. Arguments are passed on to dbt."""
 
 from __future__ import annotations
 
