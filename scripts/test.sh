@@ -211,11 +211,12 @@ kill_tree() {
 }
 
 # A run that hangs or crawls fails here, showing what was running, rather than being cut off by
-# CI's limit with nothing to show: after LIMIT seconds (POISONWATCH_TEST_LIMIT) it prints the
-# process tree and lane two's log so far, then ends both lanes (the summary names their steps).
-LIMIT="${POISONWATCH_TEST_LIMIT:-4800}"
+# CI's limit with nothing to show: LIMIT seconds (POISONWATCH_TEST_LIMIT) after the script
+# started it prints the process tree and lane two's log so far, then ends both lanes (the
+# summary names their steps).
+LIMIT="${POISONWATCH_TEST_LIMIT:-5000}"
 watchdog() {
-    sleep "$LIMIT" </dev/null >/dev/null 2>&1 || return 0
+    sleep "$((LIMIT > SECONDS ? LIMIT - SECONDS : 1))" </dev/null >/dev/null 2>&1 || return 0
     echo "=== watchdog: the suite has run ${LIMIT} s; ending it. What runs now:"
     ps -eo pid,ppid,etime,time,rss,args --forest | cut -c1-160
     echo "--- lane two so far (tail):"
