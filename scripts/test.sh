@@ -62,6 +62,53 @@ expect_exit() {
     [ "$got" -eq "$want" ] || { echo "expected exit code $want, got $got"; return 1; }
 }
 
+# A process and everything it started: the whole tree is listed first, then sent SIGTERM
+# (parents first, so none starts another step), and whatever outlives a grace period SIGKILL (a
+# server's graceful stop or a JVM's shutdown hook may not end).
+kill_tree() {
+    local tree=("$1") i=0 child
+    while [ "$i" -lt "${#tree[@]}" ]; do
+        for child in $(pgrep -P "${tree[$i]}"); do tree+=("$child"); done
+        i=$((i + 1))
+    done
+    kill -TERM "${tree[@]}" 2>/dev/null || true
+    for _ in $(seq 20); do
+        kill -0 "${tree[@]}" 2>/dev/null || return 0
+        sleep 0.5
+    done
+    kill -KILL "${tree[@]}" 2>/dev/null || true
+}
+
+# A run that hangs or crawls fails here, showing what was running, rather than being cut off by
+# CI's limit with nothing to show: LIMIT seconds (POISONWATCH_TEST_LIMIT) after the script
+# started it prints the process tree and lane two's log so far, records itself as a failed
+# step, then ends every other process the script started.
+LIMIT="${POISONWATCH_TEST_LIMIT:-5000}"
+LANE_TWO_LOG="$WORK/lane-two.log"
+watchdog() {
+    sleep "$((LIMIT > SECONDS ? LIMIT - SECONDS : 1))" </dev/null >/dev/null 2>&1 || return 0
+    echo "=== watchdog: the suite has run ${LIMIT} s; ending it. What runs now:"
+    ps -eo pid,ppid,etime,time,rss,args --forest | cut -c1-160
+    echo "--- lane two so far (tail):"
+    tail -n 40 "$LANE_TWO_LOG" 2>/dev/null
+    echo "watchdog FAILED" >>"$RESULTS"
+    local child
+    for child in $(pgrep -P $$); do
+        [ "$child" = "$BASHPID" ] || kill_tree "$child"
+    done
+}
+watchdog &
+watchdog_pid=$!
+# Every way out ends what is still running: the watchdog (its shell holds the script's output
+# open while it sleeps), and sqlfluff and lane two when the script stops early.
+cleanup() {
+    local pid
+    for pid in "$watchdog_pid" "${sqlfluff_pid:-}" "${lane_two_pid:-}"; do
+        [ -n "$pid" ] && kill_tree "$pid"
+    done
+}
+trap cleanup EXIT
+
 step ruff ruff check python
 step ruff-format ruff format --check python
 # sqlfluff beside the unit tests, on the demo's store while it is still empty (the models'
@@ -71,13 +118,12 @@ step ruff-format ruff format --check python
 SQLFLUFF_LOG="$WORK/sqlfluff.log"
 step sqlfluff sqlfluff lint models analyses --processes 2 >"$SQLFLUFF_LOG" 2>&1 &
 sqlfluff_pid=$!
-trap "pkill -P $sqlfluff_pid 2>/dev/null; kill $sqlfluff_pid 2>/dev/null" EXIT
 # The rules first, so that a broken one fails the run before the long lanes start: the dbt unit
 # tests on a store of their own, their parent models built with --empty (one driver JVM).
 step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" \
     python python/tests/support/unit_first.py
 wait "$sqlfluff_pid"
-trap - EXIT
+sqlfluff_pid=
 cat "$SQLFLUFF_LOG"
 if grep -q '^dbt-unit-tests FAILED$' "$RESULTS"; then
     echo "poisonwatch tests stopped after ${SECONDS} s: the dbt unit tests failed (the rules)"
@@ -152,22 +198,24 @@ demo_and_its_store() {
 
 # `poisonwatch serve` on the demo's store, in the background, with no landing folder (cycles
 # only post alerts), until its first cycle is done; POISONWATCH_SERVE_PORT then names its port
-# for dbt's `serve` target.
+# for dbt's `serve` target. That cycle must have built nothing: the demo recorded its builds.
 SERVE_LOG="$WORK/serve.log"
 serve_start() {
     poisonwatch serve --port 0 --every 1h >"$SERVE_LOG" 2>&1 &
     serve_pid=$!
-    local status
+    local status ready
     for _ in $(seq 1800); do
         kill -0 "$serve_pid" 2>/dev/null || { cat "$SERVE_LOG"; return 1; }
         status=$(poisonwatch serve --status --format json 2>/dev/null)
-        if python -c 'import json, sys; s = json.loads(sys.argv[1]); sys.exit(s.get("step") != "waiting")' \
-            "$status" 2>/dev/null; then
-            POISONWATCH_SERVE_PORT=$(python -c 'import json, sys; print(json.loads(sys.argv[1])["port"])' "$status")
+        python python/tests/support/serve_ready.py "$status"
+        ready=$?
+        if [ "$ready" -eq 0 ]; then
+            POISONWATCH_SERVE_PORT=$(python python/tests/support/serve_ready.py --port "$status")
             export POISONWATCH_SERVE_PORT
             echo "serving on port $POISONWATCH_SERVE_PORT (pid $serve_pid)"
             return 0
         fi
+        [ "$ready" -eq 1 ] || { cat "$SERVE_LOG"; return 1; }
         sleep 1
     done
     echo "poisonwatch serve did not finish its first cycle in 30 minutes"
@@ -176,9 +224,10 @@ serve_start() {
 }
 
 # `serve --stop` (SIGTERM, then it waits until the server let the store go); the server exits 0.
+# A server that did not stop is ended with its JVM, not left behind.
 serve_stop() {
     [ -n "${serve_pid:-}" ] || return 1
-    poisonwatch serve --stop || return 1
+    poisonwatch serve --stop || { kill_tree "$serve_pid"; return 1; }
     wait "$serve_pid"
     local got=$?
     cat "$SERVE_LOG"
@@ -203,41 +252,15 @@ alert_steps() {
     python python/tests/support/alert_steps.py "$1" "$file"
 }
 
-# A process and everything it started, children first (brokers in sessions of their own too).
-kill_tree() {
-    local child
-    for child in $(pgrep -P "$1"); do kill_tree "$child"; done
-    kill -TERM "$1" 2>/dev/null
-}
-
-# A run that hangs or crawls fails here, showing what was running, rather than being cut off by
-# CI's limit with nothing to show: LIMIT seconds (POISONWATCH_TEST_LIMIT) after the script
-# started it prints the process tree and lane two's log so far, then ends both lanes (the
-# summary names their steps).
-LIMIT="${POISONWATCH_TEST_LIMIT:-5000}"
-watchdog() {
-    sleep "$((LIMIT > SECONDS ? LIMIT - SECONDS : 1))" </dev/null >/dev/null 2>&1 || return 0
-    echo "=== watchdog: the suite has run ${LIMIT} s; ending it. What runs now:"
-    ps -eo pid,ppid,etime,time,rss,args --forest | cut -c1-160
-    echo "--- lane two so far (tail):"
-    tail -n 40 "$LANE_TWO_LOG"
-    local child
-    for child in $(pgrep -P $$); do
-        [ "$child" = "$BASHPID" ] || kill_tree "$child"
-    done
-}
-
-LANE_TWO_LOG="$WORK/lane-two.log"
-watchdog &
-watchdog_pid=$!
 demo_and_its_store >"$LANE_TWO_LOG" 2>&1 &
 lane_two_pid=$!
-trap "kill_tree $lane_two_pid; kill_tree $watchdog_pid" EXIT
 step pytest pytest_main
 lane_one_seconds=$SECONDS
-wait "$lane_two_pid"
+# A lane-two shell that was killed (the watchdog) wrote no FAILED line for its step.
+wait "$lane_two_pid" || echo "lane-two FAILED" >>"$RESULTS"
+lane_two_pid=
+cleanup
 trap - EXIT
-kill_tree "$watchdog_pid"
 echo "--- lane two (the demo and the steps on its store; it ran beside"
 echo "--- pytest, which finished at ${lane_one_seconds} s, and ended at ${SECONDS} s):"
 cat "$LANE_TWO_LOG"

@@ -326,8 +326,11 @@ def run_checks(
     to check a copy of the data before it replaces the real tables.
     """
     spark: SparkSession | None = getattr(engine, "spark", None)
-    session = load_profile(engine.target).get("method") == "session"
-    served = running_server() if spark is None and session else None
+    served = (
+        running_server()
+        if spark is None and load_profile(engine.target).get("method") == "session"
+        else None
+    )
     if served is not None:
         raise PoisonwatchError(
             f"`poisonwatch check` validates DataFrames in a Spark driver of its own, and "
