@@ -207,10 +207,9 @@ serve_start() {
     for _ in $(seq 1800); do
         kill -0 "$serve_pid" 2>/dev/null || { cat "$SERVE_LOG"; return 1; }
         status=$(poisonwatch serve --status --format json 2>/dev/null)
-        python python/tests/support/serve_ready.py "$status"
+        POISONWATCH_SERVE_PORT=$(python python/tests/support/serve_ready.py "$status")
         ready=$?
         if [ "$ready" -eq 0 ]; then
-            POISONWATCH_SERVE_PORT=$(python python/tests/support/serve_ready.py --port "$status")
             export POISONWATCH_SERVE_PORT
             echo "serving on port $POISONWATCH_SERVE_PORT (pid $serve_pid)"
             return 0

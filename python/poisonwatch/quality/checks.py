@@ -326,18 +326,16 @@ def run_checks(
     to check a copy of the data before it replaces the real tables.
     """
     spark: SparkSession | None = getattr(engine, "spark", None)
-    served = (
-        running_server()
-        if spark is None and load_profile(engine.target).get("method") == "session"
-        else None
-    )
-    if served is not None:
-        raise PoisonwatchError(
-            f"`poisonwatch check` validates DataFrames in a Spark driver of its own, and "
-            f"`poisonwatch serve` (pid {served.pid}) holds the store: run it after "
-            "`poisonwatch serve --stop`"
-        )
     if spark is None:
+        served = (
+            running_server() if load_profile(engine.target).get("method") == "session" else None
+        )
+        if served is not None:
+            raise PoisonwatchError(
+                f"`poisonwatch check` validates DataFrames in a Spark driver of its own, and "
+                f"`poisonwatch serve` (pid {served.pid}) holds the store: run it after "
+                "`poisonwatch serve --stop`"
+            )
         raise PoisonwatchError(
             f"`poisonwatch check` validates Spark DataFrames of a local SparkSession; target "
             f"{engine.target!r} is a Thrift server. Run it with a target of method `session`."

@@ -2,7 +2,7 @@
 
 Exit 0: running, its first cycle done and waiting, no cycle error, and that cycle built nothing
 (the demo recorded its builds, so the server found nothing new). Exit 1: not yet (starting, or no
-status). Exit 2: the first cycle failed or built, with the reason. `--port STATUS` prints the
+status). Exit 2: the first cycle failed or built, with the reason. When ready it prints the
 server's port."""
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--port"]:
-        print(json.loads(argv[1])["port"])
-        return 0
     try:
         status = json.loads(argv[0]) if argv else {}
     except ValueError:
@@ -29,6 +26,7 @@ def main(argv: list[str]) -> int:
         print(f"serve's first cycle built ({built} s): the demo's builds were not recorded",
               file=sys.stderr)  # fmt: skip
         return 2
+    print(status["port"])
     return 0
 
 
