@@ -20,10 +20,6 @@
     than `max_segments` stretches, a leak still open after the extensions, or a partition name
     that is not a time bucket give one segment from the earliest new partition on: every
     partition from the earliest new row on, as a plain cutoff would.
-    It also leaves in the invocation's cache (key `<relation>|<partition_column>`) the names of
-    every partition the segments cover, existing or new, sorted: rewritten_partitions reads
-    them instead of asking Spark again. Not when a name is not a time bucket (the segments'
-    partitions are then not listed).
 -#}
 {% macro rewrite_segments(
     relation, new_rows_sql, partition_column, key_column, reset_condition,
@@ -60,12 +56,7 @@
     ) -%}
         {%- do new_partitions.update({row[0] | string: true}) -%}
     {%- endfor -%}
-    {%- set covered = graph.setdefault('poisonwatch_segment_partitions', {})
-        if graph is mapping else {} -%}
-    {%- set covered_key = relation ~ '|' ~ partition_column -%}
-    {%- do covered.pop(covered_key, none) -%}
     {%- if new_partitions | length == 0 -%}
-        {%- do covered.update({covered_key: []}) -%}
         {{ return([]) }}
     {%- endif -%}
     {%- set existing = time_bucket_partitions(relation, partition_column) -%}
@@ -92,7 +83,6 @@
         {%- endif -%}
     {%- endfor -%}
     {%- if state.segments | length > max_segments -%}
-        {%- do covered.update({covered_key: partitions[partitions.index(first_new):]}) -%}
         {{ return(everything_from_first_new) }}
     {%- endif -%}
     {%- set order = (attempt_order('r', 0) | replace('\n', ' ')) if order_columns is none
@@ -173,18 +163,14 @@
         {%- endif -%}
     {%- endfor -%}
     {%- set result = [] -%}
-    {%- set names = [] -%}
     {%- for segment in state.segments -%}
         {%- if state.fallback is not none and segment[0] >= state.fallback -%}
             {%- if segment[0] == state.fallback -%}
                 {%- do result.append([partitions[segment[0]], partitions[last]]) -%}
-                {%- do names.extend(partitions[segment[0]:]) -%}
             {%- endif -%}
         {%- else -%}
             {%- do result.append([partitions[segment[0]], partitions[segment[1]]]) -%}
-            {%- do names.extend(partitions[segment[0]:segment[1] + 1]) -%}
         {%- endif -%}
     {%- endfor -%}
-    {%- do covered.update({covered_key: names}) -%}
     {{ return(result) }}
 {%- endmacro %}

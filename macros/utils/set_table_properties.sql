@@ -1,7 +1,7 @@
 {#-
     `alter table <relation> set tblproperties ('<key>' = '<value>', ...)` for a dict of text,
     keys and values quoted as string literals, in the dict's order: the statement the
-    watermark hooks write (record_watermark, record_batch_watermark, record_latest_value).
+    batch watermark hooks write (record_batch_watermark).
 -#}
 {% macro set_table_properties(relation, properties) -%}
     {%- if relation is none or relation is string or properties is not mapping

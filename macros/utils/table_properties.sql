@@ -1,7 +1,7 @@
 {#-
     The table properties of a relation as a dict of text, from one `show tblproperties` (a
     metastore lookup, not a scan). Empty while parsing. The watermark macros read theirs
-    with it (recorded_batch_watermark, recorded_latest_value).
+    with it (recorded_batch_watermark).
 -#}
 {% macro table_properties(relation) -%}
     {%- if relation is none or relation is string -%}

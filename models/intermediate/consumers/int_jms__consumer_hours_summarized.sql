@@ -4,9 +4,6 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'rewritten_at'},
-        post_hook="{{ record_watermark(
-            ref('int_jms__consumer_failure_runs'), 'rewritten_at', 'attempt_partition'
-        ) }}",
     )
 }}
 
@@ -18,8 +15,8 @@
 
 {#-
     Incremental like int_service_broker__queue_hours_summarized: a run recomputes only the
-    hours int_jms__consumer_failure_runs rewrote since this model last ran, found by the run
-    that wrote them (`rewritten_at`, listed by the upstream's run: rewritten_partitions).
+    hours int_jms__consumer_failure_runs rewrote since this model last read them, found by
+    the run that wrote them (`rewritten_at`, changed_partitions_filter).
     The attempt ending the longest same-type run is the greatest by (run, attempted_at,
     source_file, record_number, attempt_key), the order consumer_circuit_breakers breaks ties
     by; attempt_key is unique, so the greatest of the hours' is the greatest of all attempts.

@@ -4,7 +4,6 @@
         incremental_strategy='insert_overwrite',
         partition_by=['message_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
-        post_hook="{{ record_resequenced_watermark() }}",
     )
 }}
 

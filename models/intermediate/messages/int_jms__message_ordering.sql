@@ -4,8 +4,6 @@
         incremental_strategy='insert_overwrite',
         partition_by=['message_partition'],
         meta={'tests_check_latest': 'sequenced_at'},
-        post_hook="{{ record_watermark(
-            ref('int_jms__messages_summarized'), 'sequenced_at', 'message_partition') }}",
     )
 }}
 
@@ -29,39 +27,37 @@
     that of the messages after it in its own hour (a window over the hours of recomputed rows
     only), so a run sorts the messages of the recomputed hours, not every message of history.
 #}
-{%- set recomputed_partitions = [] -%}
-{%- if is_incremental() -%}
-    {#- The partitions to recompute, found before the model's statement so that it reads the
-        summarized messages of those partitions only, by name (one statement, not a subquery
-        that each reader would compute again). #}
-    {%- set bound = poisonwatch.taken_watermark('sequenced_at') -%}
-    {%- set recomputed_query -%}
-        with changed_messages as (
-            select
-                broker_name,
-                queue_name,
-                ordering_changed_at,
-                ordering_affected_from_at,
-                message_partition
-            from {{ ref('int_jms__messages_summarized') }}
-            {{ changed_partitions_filter(
-                ref('int_jms__messages_summarized'), 'message_partition', 'sequenced_at', true
-            ) }}
-        ),
+with messages as (
+    select * from {{ ref('int_jms__messages_summarized') }}
+),
 
-        queue_changes as (
-            select
-                broker_name,
-                queue_name,
-                min(ordering_affected_from_at) as affected_from_at
-            from changed_messages
-            where
-                ordering_changed_at > {{ "timestamp '0001-01-01'" if bound is none
-                    else poisonwatch.timestamp_bound(bound) }}
-                and ordering_affected_from_at is not null
-            group by broker_name, queue_name
-        )
+{% if is_incremental() %}
+    changed_messages as (
+        select
+            broker_name,
+            queue_name,
+            ordering_changed_at,
+            ordering_affected_from_at,
+            message_partition
+        from messages
+        {{ changed_partitions_filter(
+            ref('int_jms__messages_summarized'), 'message_partition', 'sequenced_at', true
+        ) }}
+    ),
 
+    queue_changes as (
+        select
+            broker_name,
+            queue_name,
+            min(ordering_affected_from_at) as affected_from_at
+        from changed_messages
+        where
+            ordering_changed_at > {{ changed_since_bound('sequenced_at') }}
+            and ordering_affected_from_at is not null
+        group by broker_name, queue_name
+    ),
+
+    recomputed_partitions as (
         select message_partition from changed_messages
         union
         select previous_rows.message_partition
@@ -73,24 +69,15 @@
         where
             previous_rows.first_later_message_acknowledged_at is null
             or previous_rows.first_later_message_acknowledged_at >= queue_changes.affected_from_at
-    {%- endset -%}
-    {%- set recomputed_partitions = run_query(recomputed_query).columns[0].values() | list
-        if execute else [] -%}
-{%- endif %}
-with messages as (
-    select * from {{ ref('int_jms__messages_summarized') }}
-),
+    ),
 
-{% if is_incremental() %}
     recomputed_messages as (
         select * from messages
         where
-            {% if recomputed_partitions | length > 0 -%}
-                message_partition in ({{ string_literal_list(recomputed_partitions | sort) }})
-                and (failure_count > 0 or redelivered_count > 0)
-            {%- else -%}
-                false
-            {%- endif %}
+            message_partition in (
+                select recomputed_partitions.message_partition from recomputed_partitions
+            )
+            and (failure_count > 0 or redelivered_count > 0)
     ),
 
     hours_acknowledged as (

@@ -9,11 +9,9 @@
         },
         pre_hook=[
             "{{ record_batch_watermark('pending') }}",
-            "{{ record_latest_value('sequenced_at', 'pending') }}",
         ],
         post_hook=[
             "{{ record_batch_watermark('committed') }}",
-            "{{ record_latest_value('sequenced_at', 'committed') }}",
         ],
     )
 }}
@@ -158,7 +156,6 @@
             {%- do remember_latest_value(
                 this, 'sequenced_at', 'timestamp',
                 run_started_at.strftime('%Y-%m-%d %H:%M:%S'), 'message_partition', partitions,
-                previous=recorded_latest_value(this, 'sequenced_at'),
             ) -%}
         {%- endif -%}
     {%- endif -%}

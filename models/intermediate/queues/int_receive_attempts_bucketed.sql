@@ -3,7 +3,6 @@
         materialized='incremental',
         incremental_strategy='append',
         meta={'tests_check_latest': 'sequenced_at'},
-        post_hook="{{ record_resequenced_watermark() }}",
     )
 }}
 

@@ -4,9 +4,6 @@
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
         meta={'tests_check_latest': 'rewritten_at'},
-        post_hook="{{ record_watermark(
-            ref('int_service_broker__queue_rollback_runs'), 'rewritten_at', 'attempt_partition'
-        ) }}",
     )
 }}
 
@@ -18,8 +15,8 @@
 {#-
     Incremental like its upstream (partition overwrite by `attempt_partition`): a run
     recomputes only the hours int_service_broker__queue_rollback_runs rewrote since this
-    model last ran, found by the run that wrote them (`rewritten_at`; the rewritten hours are
-    listed by the upstream's run, rewritten_partitions). Its `sequenced_at` would miss the
+    model last read them, found by the run that wrote them (`rewritten_at`,
+    changed_partitions_filter). Its `sequenced_at` would miss the
     hours a segment took in without a new attempt: their runs change, their attempts do not.
     queue_attempt_number orders a queue's attempts within their hour (attempt_order).
 #}

@@ -7,13 +7,10 @@
         on_schema_change='append_new_columns',
         pre_hook=[
             "{{ record_batch_watermark('pending') }}",
-            "{{ record_latest_value('rewritten_at', 'pending') }}",
         ],
         post_hook=[
-            "{{ record_resequenced_watermark() }}",
             "drop view if exists {{ cached_rows_view(this) }}",
             "{{ record_batch_watermark('committed') }}",
-            "{{ record_latest_value('rewritten_at', 'committed') }}",
         ],
     )
 }}
@@ -98,10 +95,6 @@
         ) -%}
     {%- endfor -%}
     {%- set segment_index = ('case ' ~ cases | join(' ') ~ ' end') if cases else 'null' -%}
-    {#- Every partition this run rewrites (the segments' existing ones and the new rows'),
-        each row with the run's `rewritten_at`: int_service_broker__queue_hours_summarized
-        takes them from here instead of scanning the column (rewritten_partitions). -#}
-    {%- do rewritten_partitions(this, 'attempt_partition', rewritten_at) -%}
 {%- endif %}
 
 with new_attempts as (

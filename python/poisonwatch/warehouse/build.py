@@ -24,18 +24,24 @@ store, `production_build.json`):
   does not rerun the attempt models, an `apply` reruns only what reads the ledgers.
 
 The record is written only after dbt succeeded, with the inputs read before it started: input
-that lands during a build is seen as new by the next one. No model reads the clock (they read
-only their inputs and `run_started_at` as a label), so a skipped build leaves every table as a
-new one would have.
+that lands during a build is seen as new by the next one. It also keeps the stamp that build's
+incremental models wrote (dbt's `run_started_at`); the next build passes it to them
+(POISONWATCH_CHANGED_SINCE), and they read only the upstream partitions stamped after it, by a
+literal Delta can skip files with. Every selection here takes all models downstream of what it
+runs, so a recorded build ran every reader of every partition it stamped. No model reads the
+clock (they read only their inputs and `run_started_at` as a label), so a skipped build leaves
+every table as a new one would have.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +81,9 @@ INGEST_SELECTORS = [
 ]
 STATE_FILE = "production_build.json"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Read by macros/utils/changed_since_bound.sql; the stamp's only accepted spelling.
+CHANGED_SINCE_ENV = "POISONWATCH_CHANGED_SINCE"
+STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 
 
 @dataclass
@@ -250,7 +259,11 @@ def load_state(target: str) -> dict[str, Any] | None:
 
 
 def save_state(
-    target: str, inputs: BuildInputs, dbt_args: list[str], built_at: str | None = None
+    target: str,
+    inputs: BuildInputs,
+    dbt_args: list[str],
+    built_at: str | None = None,
+    changes_up_to: str | None = None,
 ) -> None:
     path = _state_path()
     data: dict[str, Any] = {}
@@ -263,6 +276,7 @@ def save_state(
     data[target] = {
         "built_at": built_at or datetime.now(UTC).replace(microsecond=0).isoformat(),
         "dbt_args": dbt_args,
+        "changes_up_to": changes_up_to,
         **asdict(inputs),
     }
     tmp = path.with_name(path.name + ".tmp")
@@ -354,26 +368,54 @@ def production_build(
     if args is None:
         if last is not None and inputs.delta_versions != last.get("delta_versions"):
             # Same figures at newer log versions: the next check can say so without Spark.
-            save_state(name, inputs, list(last.get("dbt_args") or []), last.get("built_at"))
+            save_state(
+                name,
+                inputs,
+                list(last.get("dbt_args") or []),
+                last.get("built_at"),
+                last.get("changes_up_to"),
+            )
         console.print(f"poisonwatch build: skipped, {reason}")
         return BuildResult(False, reason, [], changed, time.monotonic() - started, inputs)
     if not data_tests:
         args = without_data_tests(args)
     console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
-    run_dbt(args, target=name, console=console)
+    since = None if full_refresh or last is None else last.get("changes_up_to")
+    with changed_since(since):
+        run_dbt(args, target=name, console=console)
     record_build(name, inputs, args)
     return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
 
 
+@contextmanager
+def changed_since(stamp: Any) -> Iterator[None]:
+    """While dbt runs here: the stamp of the last recorded build in POISONWATCH_CHANGED_SINCE,
+    or no such variable when there is none (or it is not a stamp); the models then read their
+    own rows' newest stamp instead. The variable's earlier value is put back afterwards."""
+    before = os.environ.pop(CHANGED_SINCE_ENV, None)
+    if isinstance(stamp, str) and STAMP.fullmatch(stamp):
+        os.environ[CHANGED_SINCE_ENV] = stamp
+    try:
+        yield
+    finally:
+        os.environ.pop(CHANGED_SINCE_ENV, None)
+        if before is not None:
+            os.environ[CHANGED_SINCE_ENV] = before
+
+
 def record_build(target: str | None, inputs: BuildInputs, dbt_args: list[str]) -> None:
     """Record a successful build that covered `inputs` (read before it started) as the
-    production build's, so the next `poisonwatch build` goes on from it."""
+    production build's, with the stamp its models wrote (the last dbt invocation here), so
+    the next `poisonwatch build` goes on from it. `dbt_args` must select everything
+    downstream of what they run."""
+    from poisonwatch.warehouse.dbtrun import last_invocation_stamp
+
     name = target_name(target)
     # The store lock keeps other writers out, and a build writes no ledger row (its
     # on-run-start hook only creates missing ledgers empty): the versions now go with the
     # figures read before it.
     inputs.delta_versions = _ledger_versions(name)
-    save_state(name, inputs, dbt_args)
+    save_state(name, inputs, dbt_args, changes_up_to=last_invocation_stamp())
 
 
 def _local_warehouse(name: str) -> Path | None:

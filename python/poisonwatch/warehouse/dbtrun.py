@@ -32,6 +32,16 @@ from poisonwatch.warehouse.server import PORT_ENV, running_server, turn
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 
 
+def last_invocation_stamp() -> str | None:
+    """`run_started_at` of this process's last dbt invocation as the incremental models stamp
+    the rows they write (`sequenced_at`, `rewritten_at`: 'yyyy-MM-dd HH:mm:ss', UTC); None
+    before the first."""
+    from dbt import tracking
+
+    started = getattr(tracking.active_user, "run_started_at", None)
+    return started.strftime("%Y-%m-%d %H:%M:%S") if started is not None else None
+
+
 def target_path() -> Path:
     """dbt's target folder for runs from here (manifest, run_results.json), inside the store."""
     return home() / "dbt_target"

@@ -71,19 +71,14 @@ def keyed_rows(attempts, tag):
         for i, (server, hhmm, success) in enumerate(attempts)
     ]
 
-covered = {}
-
 def segments(table, extensions):
-    # The segments, and the partitions the macro left in the invocation's cache for them.
     inline = (
         "{%- set s = rewrite_segments(api.Relation.create(schema='rs', identifier='t'), "
         f"'select * from rs.{table}', 'p', 'queue_key', 'not is_whole_transaction_rollback', "
         f"max_extensions={extensions}) -%}}"
-        "{{ tojson([s, graph.get('poisonwatch_segment_partitions', {})]) }}"
+        "{{ tojson(s) }}"
     )
-    found, cache = json.loads(compile_inline(inline))
-    covered[table] = list(cache.values())
-    return found
+    return json.loads(compile_inline(inline))
 
 with connect("local") as e:
     e.execute("create database if not exists rs")
@@ -105,7 +100,6 @@ for name, key in (("two_keys", "['consumer_id', 'server_name']"), ("one_key", "'
         f"'select * from rs.k_new', 'p', {key}, 'is_success', order_columns=["
         "'attempted_at', 'source_file', 'record_number', 'attempt_key'])) }}"
     ))
-out["covered"] = covered
 print("@@" + json.dumps(out))
 """
 
@@ -145,17 +139,3 @@ def test_an_island_open_past_the_limit_rewrites_to_the_newest_hour(
 def test_a_stream_named_by_two_columns_is_followed_per_pair(found: dict[str, Any]) -> None:
     assert found["two_keys"] == hours(("02", "03"))
     assert found["one_key"] == hours(("02", "02"))
-
-
-def test_the_partitions_covered_are_left_for_rewritten_partitions(found: dict[str, Any]) -> None:
-    # Every hour of the table (00-05) or of the new rows (06) inside a segment, and no other:
-    # the partitions the run rewrites, which rewritten_partitions takes from the cache.
-    every_hour = [f"2026-01-01 {h:02d}:00:00" for h in range(7)]
-    for name, (names,) in found["covered"].items():
-        expected = [h for h in every_hour if any(a <= h <= b for a, b in found[name])]
-        assert names == expected, (name, names, found[name])
-    assert found["covered"]["after_reset"] == [["2026-01-01 02:00:00", "2026-01-01 03:00:00"]]
-    assert found["covered"]["before_reset_and_new_hour"] == [
-        ["2026-01-01 02:00:00", "2026-01-01 06:00:00"]
-    ]
-    assert found["covered"]["nothing"] == [[]]

@@ -1,13 +1,13 @@
-"""Incremental models record the upstream watermark they have taken in as a table property after
-each run (macros/incremental/record_watermark.sql, a post-hook) and read it back before the next
-(recorded_watermark.sql), instead of scanning their own rows for the newest value. Real dbt and
-Spark on the store these tests share (conftest.py): the statement the hook writes for an
-upstream with rows and for an empty one, and what is read back from a table with the property,
-without it, and with a value that is not a timestamp (hostile text included).
-The same for the newest landing batch a model holds (record_batch_watermark.sql: a pending
-property before the run writes, a committed one after; recorded_batch_watermark.sql): the
-condition a model filters its new batches with reads the pair when both agree, and scans the
-table's batch_id when they differ (a run stopped between them), are missing or hold other text.
+"""The bounds incremental models read their new input with. Real dbt and Spark on the store these
+tests share (conftest.py).
+The partitions an upstream rewrote since a model last read them (macros/utils/
+changed_partitions_filter.sql) are found in SQL, with the statement: after the bound
+`poisonwatch build` passes (POISONWATCH_CHANGED_SINCE, a literal; anything but a timestamp is
+refused), or else after the newest stamp of the model's own rows (a subquery on `this`).
+The newest landing batch a model holds (record_batch_watermark.sql: a pending property before
+the run writes, a committed one after; recorded_batch_watermark.sql): the condition a model
+filters its new batches with reads the pair when both agree, and scans the table's batch_id
+when they differ (a run stopped between them), are missing or hold other text.
 A model that knows the newest value it writes and the partitions holding it says so
 (remember_latest_value.sql), and latest_value then answers from that without a scan.
 test_incremental.py checks the models that use them against a full refresh."""
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow
 
 SCRIPT = """
 import json
+import os
 from support.child_dbt import compile_inline
 from poisonwatch.ingest.sql import sql_string
 from poisonwatch.warehouse.engine import connect
@@ -34,9 +35,6 @@ def rel(name):
 
 def compiled(inline):
     return " ".join(compile_inline(inline).split())
-
-def recorded(name):
-    return compiled("{{ recorded_watermark(" + rel(name) + ", 'sequenced_at') }}")
 
 BATCHES = "('b20260101T000000Z_aaaaaaaa'), ('b20260102T000000Z_bbbbbbbb')"
 OLDER = "b20260101T000000Z_aaaaaaaa"
@@ -66,31 +64,7 @@ with connect("local") as e:
         "insert into wm.up values (timestamp '2026-01-01 00:00:00', 'a'), "
         "(timestamp '2026-01-02 03:04:05.123456', 'b')"
     )
-    e.execute("create table wm.empty (sequenced_at timestamp) using parquet")
-    # The sequenced attempts' own newest value (record_latest_value's pair).
-    for name, pending, committed in (
-        ("l_agree", "2026-01-02 03:04:05", "2026-01-02 03:04:05"),
-        ("l_pending", "2026-01-03 00:00:00", "2026-01-02 03:04:05"),
-        ("l_hostile", "2026-01-02 03:04:05' or true --", "2026-01-02 03:04:05' or true --"),
-        ("l_none", None, None),
-    ):
-        e.execute(f"create table wm.{name} (sequenced_at timestamp) using parquet")
-        if pending is not None:
-            e.execute(
-                f"alter table wm.{name} set tblproperties "
-                f"('poisonwatch.latest.sequenced_at.pending' = {sql_string(pending)}, "
-                f"'poisonwatch.latest.sequenced_at' = {sql_string(committed)})"
-            )
-    for name in ("plain", "stamped", "hostile"):
-        e.execute(f"create table wm.{name} (sequenced_at timestamp) using parquet")
-    e.execute(
-        "alter table wm.stamped set tblproperties "
-        "('poisonwatch.watermark.sequenced_at' = '2026-01-02 03:04:05.123456')"
-    )
-    e.execute(
-        "alter table wm.hostile set tblproperties ('poisonwatch.watermark.sequenced_at' = "
-        + sql_string("2026-01-02 03:04:05') or true --") + ")"
-    )
+
 
 def condition(name):
     return compiled("{{ unprocessed_batches_condition(" + rel(name) + ") }}")
@@ -114,33 +88,41 @@ out = {
     "pending_nothing_taken": compiled("{{ record_batch_watermark('pending') }}"),
     "pending": compiled(TAKE + "{{ record_batch_watermark('pending') }}"),
     "committed": compiled(TAKE + "{{ record_batch_watermark('committed') }}"),
-    "hook": compiled("{{ record_watermark(" + rel("up") + ", 'sequenced_at') }}"),
-    "hook_empty": compiled("{{ record_watermark(" + rel("empty") + ", 'sequenced_at') }}"),
-    "latest": compiled(
-        "|".join(
-            "{{ recorded_latest_value(" + rel(name) + ", 'sequenced_at') }}"
-            for name in ("l_agree", "l_pending", "l_hostile", "l_none")
-        )
+    "unchanged_on_full_refresh": compiled(
+        "{{ changed_partitions_filter(" + rel("up") + ", 'p', 'sequenced_at', false) }}"
     ),
-    # Outside an incremental run nothing was remembered: the pre-hook writes nothing.
-    "latest_pending_nothing": compiled("{{ record_latest_value('sequenced_at', 'pending') }}"),
-    "bound": compiled("{{ timestamp_bound('2026-01-02 03:04:05.5') }}"),
     "set": compiled(
         "{{ set_table_properties(" + rel("t") + ", {'a.b': 'x', 'c': \\"y' or true --\\"}) }}"
     ),
-    "plain": recorded("plain"),
-    "stamped": recorded("stamped"),
-    "hostile": recorded("hostile"),
     # wm.up's newest is 2026-01-02 03:04:05.123456 in partitions a and b: what is read back
     # is what a model said it wrote, so no scan happened.
     "remembered": compiled(
         "{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', 'timestamp', "
         "'2026-01-03 00:00:00', 'p', ['b']) %}"
         "{{ latest_value(" + rel("up") + ", 'sequenced_at', 'p') | tojson }}|"
-        "{{ latest_scope_value(" + rel("up") + ", 'sequenced_at') }}|"
-        "{{ record_watermark(" + rel("up") + ", 'sequenced_at') }}"
+        "{{ latest_scope_value(" + rel("up") + ", 'sequenced_at') }}"
     ),
 }
+# The partitions of wm.up rewritten after the bound `poisonwatch build` passes: its filter run
+# for real (only b's stamp is newer), and a value that is not a timestamp refused.
+FILTER = "{{ changed_partitions_filter(" + rel("up") + ", 'p', 'sequenced_at', true) }}"
+os.environ["POISONWATCH_CHANGED_SINCE"] = "2026-01-01 00:00:00"
+try:
+    out["since_filter"] = compiled(FILTER)
+    with connect("local") as e2:
+        out["since_rows"] = sorted(
+            row[0] for row in e2.query("select p from wm.up " + out["since_filter"])[1]
+        )
+    os.environ["POISONWATCH_CHANGED_SINCE"] = "2026-01-01 00:00:00' or true --"
+    try:
+        compiled("{% if execute %}" + FILTER + "{% endif %}")
+        out["since_refused"] = ""
+    except AssertionError as exc:
+        out["since_refused"] = str(exc)
+finally:
+    os.environ.pop("POISONWATCH_CHANGED_SINCE", None)
+# Without it, the newest stamp of the model's own rows.
+out["own_filter"] = compiled(FILTER)
 try:
     compiled(
         "{% if execute %}{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', "
@@ -177,56 +159,38 @@ def out(shared_store: SharedChild) -> dict[str, Any]:
     return shared_store.run(SCRIPT)
 
 
-def test_the_hook_records_the_newest_upstream_value(out: dict[str, Any]) -> None:
-    assert re.fullmatch(
-        r"alter table \S+ set tblproperties \('poisonwatch\.watermark\.sequenced_at' "
-        r"= '2026-01-02 03:04:05\.123456'\)",
-        out["hook"],
-    ), out["hook"]
+def test_the_partitions_changed_after_the_build_s_bound_are_read(out: dict[str, Any]) -> None:
+    # a literal, so Delta can skip the files no later run wrote; only b's stamp is newer
+    assert (
+        "where p in ( select changed.p from wm.up as changed "
+        "where changed.sequenced_at > timestamp '2026-01-01 00:00:00' )"
+    ) in out["since_filter"], out["since_filter"]
+    assert out["since_rows"] == ["b"]
+    assert "POISONWATCH_CHANGED_SINCE must be 'yyyy-MM-dd HH:mm:ss'" in out["since_refused"]
 
 
-def test_the_hook_writes_nothing_for_an_empty_upstream(out: dict[str, Any]) -> None:
-    assert out["hook_empty"] == ""
+def test_without_the_build_s_bound_the_model_s_own_newest_stamp_is(out: dict[str, Any]) -> None:
+    assert re.search(
+        r"where changed\.sequenced_at > \(select coalesce\(max\(sequenced_at\), "
+        r"timestamp '0001-01-01'\) from \S+\)",
+        out["own_filter"],
+    ), out["own_filter"]
+    assert out["unchanged_on_full_refresh"] == ""
 
 
 def test_a_value_a_model_remembers_is_read_without_a_scan(out: dict[str, Any]) -> None:
-    latest, scope, hook = out["remembered"].split("|")
+    latest, scope = out["remembered"].split("|")
     assert json.loads(latest) == {
         "type": "timestamp",
         "value": "2026-01-03 00:00:00",
         "partitions": ["b"],
     }
     assert scope == "cast('2026-01-03 00:00:00' as timestamp)"
-    assert re.fullmatch(
-        r"alter table \S+ set tblproperties \('poisonwatch\.watermark\.sequenced_at' "
-        r"= '2026-01-03 00:00:00'\)",
-        hook,
-    ), hook
     assert "remember_latest_value expects" in out["refused"], out["refused"]
-
-
-def test_the_recorded_latest_value_is_read_only_from_an_agreeing_pair(
-    out: dict[str, Any],
-) -> None:
-    # a run stopped between the hooks, text that is not a timestamp, or no pair: None, and
-    # the models downstream scan as before
-    assert out["latest"] == "2026-01-02 03:04:05|None|None|None", out["latest"]
-    assert out["latest_pending_nothing"] == ""
-    assert out["bound"] == "cast('2026-01-02 03:04:05.5' as timestamp)"
-    # the statement every watermark hook writes: keys and values quoted, in order
+    # the statement the batch hooks write: keys and values quoted, in order
     assert out["set"] == (
         "alter table wm.t set tblproperties ('a.b' = 'x', 'c' = 'y\\' or true --')"
     ), out["set"]
-
-
-def test_a_recorded_timestamp_is_read_back(out: dict[str, Any]) -> None:
-    assert out["stamped"] == "2026-01-02 03:04:05.123456"
-
-
-def test_no_property_or_one_that_is_not_a_timestamp_reads_as_none(out: dict[str, Any]) -> None:
-    # the caller then scans its own rows, as before the property existed
-    assert out["plain"] == "None"
-    assert out["hostile"] == "None"
 
 
 NEWEST = "b20260102T000000Z_bbbbbbbb"

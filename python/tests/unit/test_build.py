@@ -9,6 +9,7 @@ delta, and a skipped one with nothing new — are exercised on a real store by t
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -19,11 +20,13 @@ import pytest
 from poisonwatch.cli import main as cli_main
 from poisonwatch.config import PoisonwatchError, spark_conf
 from poisonwatch.warehouse.build import (
+    CHANGED_SINCE_ENV,
     INGEST_SELECTORS,
     NO_UNIT_TESTS,
     NOT_ON_DEMAND,
     PRODUCTION,
     BuildInputs,
+    changed_since,
     delta_log_versions,
     load_state,
     plan_build,
@@ -133,6 +136,28 @@ def test_state_round_trip_per_target(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert plan_build(_inputs(), local)[0] is None
     (tmp_path / "home" / "production_build.json").write_text("{not json")
     assert load_state("local") is None  # unreadable: build everything, write a fresh record
+
+
+def test_the_recorded_stamp_is_kept_and_handed_to_the_next_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "home"))
+    save_state("local", _inputs(), PRODUCTION, changes_up_to="2026-11-23 00:00:05")
+    recorded = load_state("local")
+    assert recorded is not None and recorded["changes_up_to"] == "2026-11-23 00:00:05"
+    monkeypatch.setenv(CHANGED_SINCE_ENV, "set by hand")
+    with changed_since(recorded["changes_up_to"]):
+        assert os.environ[CHANGED_SINCE_ENV] == "2026-11-23 00:00:05"
+    assert os.environ[CHANGED_SINCE_ENV] == "set by hand"  # put back afterwards
+    # no record, or anything but a stamp (a hand-edited file): no bound, the models then
+    # read their own rows' newest stamp
+    for stamp in (None, "2026-11-23 00:00:05' or true --", "2026-11-23T00:00:05", 5):
+        with changed_since(stamp):
+            assert CHANGED_SINCE_ENV not in os.environ, stamp
+    monkeypatch.delenv(CHANGED_SINCE_ENV)
+    with changed_since("2026-11-23 00:00:05"):
+        pass
+    assert CHANGED_SINCE_ENV not in os.environ
 
 
 def test_without_data_tests_keeps_one_exclude_flag() -> None:
