@@ -1,7 +1,7 @@
 {#-
     The `where` clause of an incremental model fed by int_receive_attempts_sequenced: on a
     full refresh just `condition`; on an incremental run, the upstream partitions rewritten
-    since this model last ran, less the landing batches this model has already taken (up to
+    after the bound of resequenced_partitions_filter, less the landing batches this model has already taken (up to
     the newest `batch_id` it holds: unprocessed_batches_condition, constant-size), and
     `condition`. `incremental` is the model's is_incremental().
 -#}

@@ -3,7 +3,7 @@
     column in a dbt invocation: `{'type': <type>, 'value': <text or none>, 'partitions': <list
     or none>}` (value none when the relation holds no value), or none when the relation does not
     exist yet. Cached in the invocation's graph, which every node shares: the callers (scoped
-    data tests, the watermark post-hooks) run after the relation was built, and nothing
+    data tests) run after the relation was built, and nothing
     rebuilds it in the same run. Only timestamp, date, string and integer columns are accepted.
     With `partition_column` (the relation's one partition column), `partitions` lists, as text,
     the partitions holding rows with the greatest value, found in the same scan (grouping by

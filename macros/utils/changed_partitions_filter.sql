@@ -1,7 +1,7 @@
 {#-
     For an insert_overwrite model partitioned like its upstream: on an incremental run, a
     `where` clause keeping only the upstream partitions that a run wrote (`changed_at_column`,
-    the run's stamp) after this model last read them (changed_since_bound); nothing on a full
+    the run's stamp) after the bound changed_since_bound gives; nothing on a full
     refresh. Plain SQL, evaluated by Spark with the statement. `incremental` is the model's
     own is_incremental() (a unit test's override reaches the model, not the macros it calls).
 -#}

@@ -1,10 +1,11 @@
 {#-
     The stamp (a timestamp column written with the run that wrote the row: `sequenced_at`,
     `rewritten_at`) after which an incremental model has not yet read its upstream's rows.
-    `poisonwatch build` passes the start of the last production build that ran every model
-    in POISONWATCH_CHANGED_SINCE (a literal, so Delta skips the files no later run wrote);
-    without it, the newest stamp of the model's own rows (dbt's usual incremental bound,
-    which may be older than needed, never newer, when the model's last runs added no rows).
+    `poisonwatch build` passes the stamp of the last build it recorded in
+    POISONWATCH_CHANGED_SINCE, for a build of what is downstream of new input (a literal, so
+    file statistics skip the files no later run wrote); without it, the newest stamp of the
+    model's own rows (dbt's usual incremental bound, which may be older than needed, never
+    newer, when the model's last runs added no rows).
     Call it only under is_incremental(): it reads `this`.
 -#}
 {% macro changed_since_bound(column) -%}
@@ -18,7 +19,7 @@
 {% macro default__changed_since_bound(column) -%}
     {%- set since = env_var('POISONWATCH_CHANGED_SINCE', '') -%}
     {%- if since -%}
-        {%- if not modules.re.match('^\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}$', since) -%}
+        {%- if not modules.re.fullmatch('\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2}', since) -%}
             {{ exceptions.raise_compiler_error(
                 "POISONWATCH_CHANGED_SINCE must be 'yyyy-MM-dd HH:mm:ss', got: " ~ since) }}
         {%- endif -%}

@@ -4,6 +4,10 @@
         incremental_strategy='insert_overwrite',
         partition_by=['message_partition'],
         on_schema_change='append_new_columns',
+        tblproperties=(
+            {'delta.dataSkippingStatsColumns': 'sequenced_at,attempted_at,batch_id'}
+            if var('file_format') == 'delta' else {}
+        ),
         meta={
             'tests_check_latest': 'sequenced_at',
         },
@@ -18,6 +22,9 @@
 
 -- Every receive attempt of both broker kinds in one vocabulary, with its failure class and
 -- its place in the sequence of attempts of its message (rules.md, "Message identity").
+
+{#- Delta keeps file statistics of the first 32 columns only (tblproperties above):
+    `sequenced_at`, which the readers filter by (changed_since_bound), is not among them. #}
 
 {#-
     Incremental (Parquet, partition overwrite, no MERGE). All attempts of a message live in
@@ -149,9 +156,8 @@
             {%- do batches_taken(this, newest_landed) -%}
         {%- endif -%}
         {#- The partitions this run rewrites are the ones holding its `sequenced_at`, the
-            newest, and the only ones newer than the previous run's (recorded by the hooks):
-            the scoped tests and the models downstream take them from here instead of reading
-            `sequenced_at` from every attempt of history again. -#}
+            newest: its scoped tests take them from here instead of reading `sequenced_at`
+            from every attempt of history again. -#}
         {%- if partitions -%}
             {%- do remember_latest_value(
                 this, 'sequenced_at', 'timestamp',

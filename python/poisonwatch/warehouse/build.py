@@ -25,23 +25,22 @@ store, `production_build.json`):
 
 The record is written only after dbt succeeded, with the inputs read before it started: input
 that lands during a build is seen as new by the next one. It also keeps the stamp that build's
-incremental models wrote (dbt's `run_started_at`); the next build passes it to them
-(POISONWATCH_CHANGED_SINCE), and they read only the upstream partitions stamped after it, by a
-literal Delta can skip files with. Every selection here takes all models downstream of what it
-runs, so a recorded build ran every reader of every partition it stamped. No model reads the
-clock (they read only their inputs and `run_started_at` as a label), so a skipped build leaves
-every table as a new one would have.
+incremental models wrote (dbt's `run_started_at`); the next build of what is downstream of new
+input passes it to them (POISONWATCH_CHANGED_SINCE), and they read only the upstream partitions
+stamped after it, by a literal that file statistics can skip by. Such a selection takes all
+models downstream of what it runs, so a recorded build ran every reader of every partition it
+stamped. A build of the whole selector passes none (a model may have come back since). No
+model reads the clock (they read only their inputs and `run_started_at` as a label), so a
+skipped build leaves every table as a new one would have.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -81,8 +80,7 @@ INGEST_SELECTORS = [
 ]
 STATE_FILE = "production_build.json"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Read by macros/utils/changed_since_bound.sql; the stamp's only accepted spelling.
-CHANGED_SINCE_ENV = "POISONWATCH_CHANGED_SINCE"
+# The stamp's only accepted spelling (dbtrun.CHANGED_SINCE_ENV carries it to the models).
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 
 
@@ -380,27 +378,22 @@ def production_build(
     if not data_tests:
         args = without_data_tests(args)
     console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
-    since = None if full_refresh or last is None else last.get("changes_up_to")
-    with changed_since(since):
-        run_dbt(args, target=name, console=console)
+    run_dbt(args, target=name, console=console, changed_since=_bound(last, args))
     record_build(name, inputs, args)
     return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
 
 
-@contextmanager
-def changed_since(stamp: Any) -> Iterator[None]:
-    """While dbt runs here: the stamp of the last recorded build in POISONWATCH_CHANGED_SINCE,
-    or no such variable when there is none (or it is not a stamp); the models then read their
-    own rows' newest stamp instead. The variable's earlier value is put back afterwards."""
-    before = os.environ.pop(CHANGED_SINCE_ENV, None)
-    if isinstance(stamp, str) and STAMP.fullmatch(stamp):
-        os.environ[CHANGED_SINCE_ENV] = stamp
-    try:
-        yield
-    finally:
-        os.environ.pop(CHANGED_SINCE_ENV, None)
-        if before is not None:
-            os.environ[CHANGED_SINCE_ENV] = before
+def _bound(last: dict[str, Any] | None, args: list[str]) -> str | None:
+    """The stamp a build's incremental models read after: the last recorded build's, for a
+    build of what is downstream of new input only. None for the whole production selector
+    (the first build, a changed project: a model that did not run in the recorded builds may
+    be behind it), for anything but a stamp, and for a stamp not older than now (a clock
+    set back): the models then take their own rows' newest stamp."""
+    stamp = (last or {}).get("changes_up_to")
+    if "--selector" in args or not isinstance(stamp, str) or not STAMP.fullmatch(stamp):
+        return None
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return stamp if stamp < now else None
 
 
 def record_build(target: str | None, inputs: BuildInputs, dbt_args: list[str]) -> None:

@@ -30,6 +30,9 @@ from poisonwatch.config import PoisonwatchError, home, load_profile, project_roo
 from poisonwatch.warehouse.server import PORT_ENV, running_server, turn
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
+# Read by macros/utils/changed_since_bound.sql: the stamp after which a build's incremental
+# models read their upstreams. Only `poisonwatch build` passes one (warehouse/build.py).
+CHANGED_SINCE_ENV = "POISONWATCH_CHANGED_SINCE"
 
 
 def last_invocation_stamp() -> str | None:
@@ -146,8 +149,13 @@ def run_dbt(
     console: Console | None = None,
     label: str | None = None,
     quiet: bool = False,
+    changed_since: str | None = None,
 ) -> int:
     """Run `dbt <args>` against this project with a live status line; return the node count.
+
+    `changed_since`: the stamp the incremental models read after (POISONWATCH_CHANGED_SINCE for
+    this invocation only; without it the variable is unset, whatever the caller's environment
+    says, and the models take their own rows' newest stamp).
 
     `quiet`: no summary line (the caller prints its own). Raises PoisonwatchError naming the
     failing nodes, their errors and the log file when dbt fails.
@@ -196,9 +204,17 @@ def run_dbt(
     tracker = _Tracker(progress)
     started = time.monotonic()
     _start_from_cached_parse(name)
-    with progress, turn(f"dbt in poisonwatch pid {os.getpid()}") if served else nullcontext():
-        tracker.task = progress.add_task(title, total=None, node="parsing the project")
-        result = dbtRunner(callbacks=[tracker]).invoke(full)
+    before = os.environ.pop(CHANGED_SINCE_ENV, None)
+    if changed_since is not None:
+        os.environ[CHANGED_SINCE_ENV] = changed_since
+    try:
+        with progress, turn(f"dbt in poisonwatch pid {os.getpid()}") if served else nullcontext():
+            tracker.task = progress.add_task(title, total=None, node="parsing the project")
+            result = dbtRunner(callbacks=[tracker]).invoke(full)
+    finally:
+        os.environ.pop(CHANGED_SINCE_ENV, None)
+        if before is not None:
+            os.environ[CHANGED_SINCE_ENV] = before
     elapsed = time.monotonic() - started
     _keep_parse(name, args)
     log = dbt_log_path()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from poisonwatch.warehouse.build import INGEST_SELECTORS
+from poisonwatch.warehouse.build import INGEST_SELECTORS, STAMP
 
 # The models tagged on_demand (selectors.yml): the backtests and the models only they read.
 ON_DEMAND_MODELS = (
@@ -100,6 +100,8 @@ def test_build_ingest_lands_and_builds_in_one_driver(tmp_path: Path) -> None:
     assert len(list(jvm_logs.glob("jvm-*.log"))) == 1, sorted(jvm_logs.iterdir())
     state = json.loads((tmp_path / "home" / "production_build.json").read_text())["local"]
     assert state["dbt_args"][:3] == ["build", "--selector", "production"]
+    # The stamp its incremental models wrote, which the next build reads after.
+    assert STAMP.fullmatch(state["changes_up_to"] or ""), state["changes_up_to"]
     for dataset in ("ssb_receive_attempts", "jms_receive_attempts"):
         files, batch = state["datasets"][dataset]
         assert files > 0 and batch, (dataset, state["datasets"])

@@ -186,10 +186,8 @@ LAYOUT = f"""
 # and the mart comparison; prints one JSON line prefixed with "@@".
 STEPS = """
 import json
-import os
 import re
 from pathlib import Path
-from poisonwatch.warehouse.build import CHANGED_SINCE_ENV
 from poisonwatch.warehouse.dbtrun import (
     dbt_log_path, last_invocation_stamp, run_dbt, target_path,
 )
@@ -197,8 +195,8 @@ from poisonwatch.warehouse.engine import connect
 from poisonwatch.ingest import ingest
 from poisonwatch.quality.labels import compare_labels
 
-def dbt(*args):
-    run_dbt([*args, "--vars", VARS])
+def dbt(*args, changed_since=None):
+    run_dbt([*args, "--vars", VARS], changed_since=changed_since)
 
 def run(*args):
     dbt("run", "--select", *SELECT, *args)
@@ -231,16 +229,14 @@ with connect("local") as engine:
     out["first_batches"] = recorded_batches(engine)
     out["rejected"].append(ingest(engine, Path(DELTA)).rejected_total)
     log_start = dbt_log_path().stat().st_size
-    os.environ[CHANGED_SINCE_ENV] = out["stamp"][0]
     # The incremental models and their data tests in one invocation, as `poisonwatch build`
     # runs them (a model's scoped tests then take what the run remembered), then the rest of
     # the selection. Nothing else is upstream of them but the staging views and the policy
     # seeds' table, which this delta does not change.
     dbt("build", "--select", "config.materialized:incremental", "--exclude-resource-type",
-        "unit_test")
+        "unit_test", changed_since=out["stamp"][0])
     results = json.loads((target_path() / "run_results.json").read_text())["results"]
     run("--exclude", "config.materialized:incremental")
-    del os.environ[CHANGED_SINCE_ENV]
     with dbt_log_path().open(encoding="utf-8", errors="replace") as fh:
         fh.seek(log_start)
         incremental_log = fh.read()

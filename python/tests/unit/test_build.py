@@ -9,7 +9,6 @@ delta, and a skipped one with nothing new — are exercised on a real store by t
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -20,13 +19,12 @@ import pytest
 from poisonwatch.cli import main as cli_main
 from poisonwatch.config import PoisonwatchError, spark_conf
 from poisonwatch.warehouse.build import (
-    CHANGED_SINCE_ENV,
     INGEST_SELECTORS,
     NO_UNIT_TESTS,
     NOT_ON_DEMAND,
     PRODUCTION,
     BuildInputs,
-    changed_since,
+    _bound,
     delta_log_versions,
     load_state,
     plan_build,
@@ -138,26 +136,25 @@ def test_state_round_trip_per_target(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert load_state("local") is None  # unreadable: build everything, write a fresh record
 
 
-def test_the_recorded_stamp_is_kept_and_handed_to_the_next_build(
+def test_the_recorded_stamp_is_handed_to_a_build_of_new_input_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("POISONWATCH_HOME", str(tmp_path / "home"))
     save_state("local", _inputs(), PRODUCTION, changes_up_to="2026-11-23 00:00:05")
     recorded = load_state("local")
     assert recorded is not None and recorded["changes_up_to"] == "2026-11-23 00:00:05"
-    monkeypatch.setenv(CHANGED_SINCE_ENV, "set by hand")
-    with changed_since(recorded["changes_up_to"]):
-        assert os.environ[CHANGED_SINCE_ENV] == "2026-11-23 00:00:05"
-    assert os.environ[CHANGED_SINCE_ENV] == "set by hand"  # put back afterwards
-    # no record, or anything but a stamp (a hand-edited file): no bound, the models then
-    # read their own rows' newest stamp
-    for stamp in (None, "2026-11-23 00:00:05' or true --", "2026-11-23T00:00:05", 5):
-        with changed_since(stamp):
-            assert CHANGED_SINCE_ENV not in os.environ, stamp
-    monkeypatch.delenv(CHANGED_SINCE_ENV)
-    with changed_since("2026-11-23 00:00:05"):
-        pass
-    assert CHANGED_SINCE_ENV not in os.environ
+    new_batch = _inputs(ssb_receive_attempts=[4, "b2"], ssb_queue_states=[1, "b1"])
+    partial = plan_build(new_batch, recorded)[0]
+    assert partial is not None and "--selector" not in partial
+    assert _bound(recorded, partial) == "2026-11-23 00:00:05"
+    # the whole selector (first build, changed project): a model may be behind the stamp
+    assert _bound(recorded, PRODUCTION) is None
+    assert _bound(None, partial) is None
+    # anything but a stamp (a hand-edited file), or one not older than the clock: none, and
+    # the models read their own rows' newest stamp
+    for stamp in (None, "2026-11-23 00:00:05' or true --", "2026-11-23T00:00:05", 5,
+                  "2999-01-01 00:00:00"):  # fmt: skip
+        assert _bound({**recorded, "changes_up_to": stamp}, partial) is None, stamp
 
 
 def test_without_data_tests_keeps_one_exclude_flag() -> None:
