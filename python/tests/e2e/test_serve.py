@@ -97,7 +97,9 @@ class _World:
             status = server.status if server is not None else None
             if ready(status):
                 return status or {}
-            time.sleep(0.5)
+            # The status shows one cycle: a build's stays there only until the next cycle
+            # starts, `--every` later (a second), so poll well within that.
+            time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}:\n{self.log_tail()}")
 
     def land(self, source: Path, prefix: str) -> int:
