@@ -389,10 +389,12 @@ def _bound(last: dict[str, Any] | None, args: list[str]) -> str | None:
     (the first build, a changed project: a model that did not run in the recorded builds may
     be behind it), for anything but a stamp, and for a stamp not older than now (a clock
     set back): the models then take their own rows' newest stamp."""
+    from poisonwatch.warehouse.dbtrun import STAMP_FORMAT
+
     stamp = (last or {}).get("changes_up_to")
     if "--selector" in args or not isinstance(stamp, str) or not STAMP.fullmatch(stamp):
         return None
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    now = datetime.now(UTC).strftime(STAMP_FORMAT)
     return stamp if stamp < now else None
 
 

@@ -33,6 +33,9 @@ FAILED_STATUSES = {"error", "fail", "runtime error"}
 # Read by macros/utils/changed_since_bound.sql: the stamp after which a build's incremental
 # models read their upstreams. Only `poisonwatch build` passes one (warehouse/build.py).
 CHANGED_SINCE_ENV = "POISONWATCH_CHANGED_SINCE"
+# How the models stamp the rows they write (run_started_at.strftime in models/), and so the
+# stamp's one spelling here.
+STAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def last_invocation_stamp() -> str | None:
@@ -42,7 +45,7 @@ def last_invocation_stamp() -> str | None:
     from dbt import tracking
 
     started = getattr(tracking.active_user, "run_started_at", None)
-    return started.strftime("%Y-%m-%d %H:%M:%S") if started is not None else None
+    return started.strftime(STAMP_FORMAT) if started is not None else None
 
 
 def target_path() -> Path:

@@ -98,7 +98,7 @@ class _World:
             if ready(status):
                 return status or {}
             # The status shows one cycle: a build's stays there only until the next cycle
-            # starts, `--every` later (a second), so poll well within that.
+            # starts, `--every` later, so poll well within that.
             time.sleep(0.1)
         raise AssertionError(f"timed out waiting for {what}:\n{self.log_tail()}")
 
