@@ -2,7 +2,7 @@
     dbt's own get_where_subquery, overridden as dbt's `where` documentation describes ("Custom
     logic"): a generic test reads the tested relation through this subquery. Besides the
     test's `where` config, it applies the tested resource's scope (test_scope_filter), so that
-    the tests of a table that grows with history check what the latest run wrote, not all of it.
+    the tests of a table that grows with history check what the latest build added.
 -#}
 {% macro get_where_subquery(relation) -%}
     {%- set conditions = [] -%}

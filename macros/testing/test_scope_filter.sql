@@ -1,15 +1,17 @@
 {#-
     The rows a generic test checks on the relation it tests, from the tested model's or
-    source table's `meta.tests_check_latest`: a column whose greatest value marks what the
-    latest run wrote (`sequenced_at` of an incremental model: the partitions its latest run
-    rewrote; `batch_id` / `_batch_id` of landing data: the latest ingest run's batch).
-    On a model partitioned by one other column, the partitions holding that value are named
-    as well (`cast(<partition> as string) in (...)`, found in the same scan as the value), so
-    that Spark prunes the others instead of opening every file to skip it by its statistics.
-    On a landing source that reads committed batches only (committed_batches_scope), the
-    latest batch is the latest committed one.
-    Returns '' (every row) when the resource sets no such column, during `--full-refresh`,
-    and at parse time. Called from get_where_subquery with the current test node as `model`.
+    source table's `meta.tests_check_latest`: a column that tells the rows the latest build
+    wrote or landed.
+    - A run's stamp (`sequenced_at`, `rewritten_at` of an incremental model): the rows stamped
+      after POISONWATCH_CHANGED_SINCE, the stamp of the last build `poisonwatch build`
+      recorded (changed_since_bound), a literal that file statistics skip by.
+    - A landing batch (`batch_id`, `_batch_id`): the batches after POISONWATCH_BATCHES_SINCE,
+      the newest batch that build had seen; batch ids sort after every committed one, so
+      these are the batches landed since, however many ingests ran in between.
+    Without the variable (a build of the whole selector, a plain `dbt build`), every row:
+    dbt's own meaning of a test. Returns '' for every row, and at parse time (the variables
+    are read when the test runs). Called from get_where_subquery with the current test node
+    as `model`.
 -#}
 {% macro test_scope_filter(relation) -%}
     {{ return(adapter.dispatch('test_scope_filter', 'poisonwatch')(relation)) }}
@@ -23,46 +25,32 @@
     {%- if found is none -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set tested, meta = found.node, found.meta -%}
-    {#- A landing source's latest batch is its latest committed one (committed_batches_scope):
-        an orphan batch sorts after every committed one and would hide it. -#}
-    {%- set committed = poisonwatch.committed_batches_scope() or none -%}
-    {%- set column = meta.get('tests_check_latest') -%}
+    {%- set column = found.meta.get('tests_check_latest') -%}
     {%- if not column -%}
         {{ return('') }}
     {%- endif -%}
     {%- if not poisonwatch.is_identifier(column) -%}
         {{ exceptions.raise_compiler_error(
-            "meta.tests_check_latest of " ~ tested.unique_id
+            "meta.tests_check_latest of " ~ found.node.unique_id
             ~ " must be one column name, got: " ~ column) }}
     {%- endif -%}
-    {#- A model partitioned by one other column: the partitions holding the newest value are
-        named too, so Spark prunes the rest instead of opening every file to skip it. -#}
-    {%- set partition_by = (tested.get('config') or {}).get('partition_by') -%}
-    {%- if partition_by is string -%}
-        {%- set partition_by = [partition_by] -%}
+    {%- if column in ('batch_id', '_batch_id') -%}
+        {%- set since = env_var('POISONWATCH_BATCHES_SINCE', '') -%}
+        {%- if since and not modules.re.fullmatch('b\\d{8}T\\d{6}Z_[0-9a-f]{8}', since) -%}
+            {{ exceptions.raise_compiler_error(
+                "POISONWATCH_BATCHES_SINCE must be a batch id (bYYYYMMDDTHHMMSSZ_xxxxxxxx),"
+                ~ " got: " ~ since) }}
+        {%- endif -%}
+        {{ return(column ~ " > '" ~ since ~ "'" if since else '') }}
     {%- endif -%}
-    {%- set partition_column = partition_by[0]
-        if partition_by is sequence and partition_by | length == 1
-            and partition_by[0] != column and poisonwatch.is_identifier(partition_by[0])
-        else none -%}
-    {%- set newest = poisonwatch.latest_scope_value(
-        relation, column, partition_column, committed) -%}
-    {%- if newest is none -%}
+    {%- if column not in ('sequenced_at', 'rewritten_at') -%}
+        {{ exceptions.raise_compiler_error(
+            "meta.tests_check_latest of " ~ found.node.unique_id
+            ~ " must be a run's stamp (sequenced_at, rewritten_at) or a landing batch"
+            ~ " (batch_id, _batch_id), got: " ~ column) }}
+    {%- endif -%}
+    {%- if not env_var('POISONWATCH_CHANGED_SINCE', '') -%}
         {{ return('') }}
     {%- endif -%}
-    {%- set partitions = none -%}
-    {%- if newest and partition_column is not none -%}
-        {%- set partitions = poisonwatch.latest_value(
-            relation, column, partition_column, where=committed).partitions -%}
-    {%- endif -%}
-    {%- if partitions -%}
-        {{ return('cast(' ~ partition_column ~ ' as string) in ('
-            ~ poisonwatch.string_literal_list(partitions) ~ ') and ' ~ column ~ ' = ' ~ newest) }}
-    {%- endif -%}
-    {#- No value at all (an empty relation): the subquery finds none either, and costs nothing
-        there; a constant `false` makes Spark 4 fail on some views (ASSIGNMENT_ARITY_MISMATCH). -#}
-    {%- set where = '' if committed is none else ' where ' ~ committed -%}
-    {{ return(column ~ ' = ' ~ (newest
-        or '(select max(' ~ column ~ ') from ' ~ relation ~ where ~ ')')) }}
+    {{ return(column ~ ' > ' ~ poisonwatch.changed_since_bound(column)) }}
 {%- endmacro %}

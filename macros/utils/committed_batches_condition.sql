@@ -1,7 +1,7 @@
 {#-
     The condition alone, for the readers that add it to conditions of their own: the data
-    tests of the landing sources (get_where_subquery) and the latest batch they are scoped to
-    (test_scope_filter). `batch_column` is the `_batch_id` column, qualified or not.
+    tests of the landing sources (get_where_subquery). `batch_column` is the `_batch_id`
+    column, qualified or not.
 -#}
 {% macro committed_batches_condition(batch_column, ledger) -%}
     {%- set parts = batch_column.split('.') if batch_column is string else [none] -%}

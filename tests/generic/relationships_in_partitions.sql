@@ -4,7 +4,8 @@
     `message_partition`): a child value fails when no parent row in the child row's partitions
     holds it. The parent is read only in the partitions of the child rows the test checks:
     a semi-join on the partition column, which Spark prunes at run time (dynamic partition
-    pruning), so a test scoped to the latest run does not read the parent's whole history.
+    pruning), so a test scoped to what a build added does not read the parent's whole
+    history.
 -#}
 {% test relationships_in_partitions(model, column_name, to, field, partition_column) %}
     {%- if not poisonwatch.is_identifier(partition_column) -%}

@@ -3,7 +3,7 @@
         materialized='incremental',
         incremental_strategy='insert_overwrite',
         partition_by=['attempt_partition'],
-        meta={'tests_check_latest': 'sequenced_at'},
+        meta={'tests_check_latest': 'rewritten_at'},
         on_schema_change='append_new_columns',
         pre_hook=[
             "{{ record_batch_watermark('pending') }}",
@@ -74,8 +74,6 @@
     {%- set new_attempts_sql = cache_rows(this, new_attempts_sql) -%}
     {#- The newest batch among them, for the hooks (record_batch_watermark). -#}
     {%- do batches_taken(this, newest_batch(new_attempts_sql)) -%}
-    {#- Their newest sequenced_at, for the scoped tests (remember_new_rows_sequenced_at). -#}
-    {%- do remember_new_rows_sequenced_at(new_attempts_sql, 'attempt_partition') -%}
     {%- set segments = rewrite_segments(
         this, new_attempts_sql, 'attempt_partition', key_columns, 'is_success',
         order_columns=order_columns

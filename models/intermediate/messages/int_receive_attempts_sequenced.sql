@@ -155,15 +155,6 @@
                 ~ string_literal_list([newest_landed]) -%}
             {%- do batches_taken(this, newest_landed) -%}
         {%- endif -%}
-        {#- The partitions this run rewrites are the ones holding its `sequenced_at`, the
-            newest: its scoped tests take them from here instead of reading `sequenced_at`
-            from every attempt of history again. -#}
-        {%- if partitions -%}
-            {%- do remember_latest_value(
-                this, 'sequenced_at', 'timestamp',
-                run_started_at.strftime('%Y-%m-%d %H:%M:%S'), 'message_partition', partitions,
-            ) -%}
-        {%- endif -%}
     {%- endif -%}
 {%- endif %}
 

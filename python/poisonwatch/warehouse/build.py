@@ -82,6 +82,7 @@ STATE_FILE = "production_build.json"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The stamp's only accepted spelling (dbtrun.CHANGED_SINCE_ENV carries it to the models).
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+BATCH_ID = re.compile(r"b\d{8}T\d{6}Z_[0-9a-f]{8}")
 
 
 @dataclass
@@ -378,7 +379,13 @@ def production_build(
     if not data_tests:
         args = without_data_tests(args)
     console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
-    run_dbt(args, target=name, console=console, changed_since=_bound(last, args))
+    run_dbt(
+        args,
+        target=name,
+        console=console,
+        changed_since=_bound(last, args),
+        batches_since=_batch_bound(last, args),
+    )
     record_build(name, inputs, args)
     return BuildResult(True, reason, args, changed, time.monotonic() - started, inputs)
 
@@ -396,6 +403,21 @@ def _bound(last: dict[str, Any] | None, args: list[str]) -> str | None:
         return None
     now = datetime.now(UTC).strftime(STAMP_FORMAT)
     return stamp if stamp < now else None
+
+
+def _batch_bound(last: dict[str, Any] | None, args: list[str]) -> str | None:
+    """The newest landing batch the last recorded build had seen, for a build of what is
+    downstream of new input: its scoped data tests check the batches landed after it (batch
+    ids sort after every committed one). None for the whole selector: every row."""
+    if last is None or "--selector" in args:
+        return None
+    batches = [
+        entry[1]
+        for entry in (last.get("datasets") or {}).values()
+        if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)
+    ]
+    valid = [b for b in batches if BATCH_ID.fullmatch(b)]
+    return max(valid) if valid and len(valid) == len(batches) else None
 
 
 def record_build(target: str | None, inputs: BuildInputs, dbt_args: list[str]) -> None:

@@ -31,8 +31,11 @@ from poisonwatch.warehouse.server import PORT_ENV, running_server, turn
 
 FAILED_STATUSES = {"error", "fail", "runtime error"}
 # Read by macros/utils/changed_since_bound.sql: the stamp after which a build's incremental
-# models read their upstreams. Only `poisonwatch build` passes one (warehouse/build.py).
+# models read their upstreams (and its scoped data tests check rows). Only `poisonwatch build`
+# passes one (warehouse/build.py), with the newest landing batch it had seen, after which the
+# landing data's scoped tests check rows (macros/testing/test_scope_filter.sql).
 CHANGED_SINCE_ENV = "POISONWATCH_CHANGED_SINCE"
+BATCHES_SINCE_ENV = "POISONWATCH_BATCHES_SINCE"
 # How the models stamp the rows they write (run_started_at.strftime in models/), and so the
 # stamp's one spelling here.
 STAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
@@ -153,12 +156,15 @@ def run_dbt(
     label: str | None = None,
     quiet: bool = False,
     changed_since: str | None = None,
+    batches_since: str | None = None,
 ) -> int:
     """Run `dbt <args>` against this project with a live status line; return the node count.
 
-    `changed_since`: the stamp the incremental models read after (POISONWATCH_CHANGED_SINCE for
-    this invocation only; without it the variable is unset, whatever the caller's environment
-    says, and the models take their own rows' newest stamp).
+    `changed_since`: the stamp the incremental models read after, and `batches_since` the
+    landing batch, after which the scoped data tests check rows (POISONWATCH_CHANGED_SINCE and
+    POISONWATCH_BATCHES_SINCE for this invocation only; without them the variables are unset,
+    whatever the caller's environment says: the models take their own rows' newest stamp and
+    the tests check every row).
 
     `quiet`: no summary line (the caller prints its own). Raises PoisonwatchError naming the
     failing nodes, their errors and the log file when dbt fails.
@@ -207,17 +213,18 @@ def run_dbt(
     tracker = _Tracker(progress)
     started = time.monotonic()
     _start_from_cached_parse(name)
-    before = os.environ.pop(CHANGED_SINCE_ENV, None)
-    if changed_since is not None:
-        os.environ[CHANGED_SINCE_ENV] = changed_since
+    bounds = {CHANGED_SINCE_ENV: changed_since, BATCHES_SINCE_ENV: batches_since}
+    before = {variable: os.environ.pop(variable, None) for variable in bounds}
+    os.environ.update({var: value for var, value in bounds.items() if value is not None})
     try:
         with progress, turn(f"dbt in poisonwatch pid {os.getpid()}") if served else nullcontext():
             tracker.task = progress.add_task(title, total=None, node="parsing the project")
             result = dbtRunner(callbacks=[tracker]).invoke(full)
     finally:
-        os.environ.pop(CHANGED_SINCE_ENV, None)
-        if before is not None:
-            os.environ[CHANGED_SINCE_ENV] = before
+        for variable, value in before.items():
+            os.environ.pop(variable, None)
+            if value is not None:
+                os.environ[variable] = value
     elapsed = time.monotonic() - started
     _keep_parse(name, args)
     log = dbt_log_path()

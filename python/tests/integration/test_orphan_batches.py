@@ -3,7 +3,8 @@ suites read only the batches the ingest ledger committed, as the staging views d
 
 An ingest killed with SIGKILL after writing its rows and before its ledger row
 (POISONWATCH_CRASH_AT=ingest_before_ledger) leaves an orphan batch; it sorts after every committed
-batch, so a test scoped to "the latest batch" would look at it. On a store of this module's own:
+batch, so a test scoped to the batches after a bound would look at it. On a store of this
+module's own:
 
 1. a committed good batch (real `poisonwatch ingest`), with old queue snapshots;
 2. a killed ingest whose orphan batch holds a record `check` rejects (delivery_count 0, which
@@ -15,8 +16,9 @@ batch, so a test scoped to "the latest batch" would look at it. On a store of th
 3. the next ingest drops the orphan and commits the same files, with the bad outcome written into
    its partition → the accepted_values source test and the raw attempts suite fail, freshness
    passes: the readers do see committed batches;
-4. another killed ingest with clean data → the scoped source test still checks the latest
-   committed batch, the one with the defect, and fails.
+4. another killed ingest with clean data, the source tests scoped to the batches after the first
+   committed one as a build of new input scopes them → the orphan sorts after that bound and is
+   still not read; the committed batch with the defect is, and the test fails.
 
 Real processes, real Spark, dbt and great-expectations.
 """
@@ -128,9 +130,13 @@ print("@@" + json.dumps(out))
 LATEST_SCRIPT = (
     PRELUDE
     + """
+import os
 out = {}
 with connect("local") as e:
     out["committed"], (out["orphan"],) = batches(e)
+    # As a build of new input scopes them: the batches after the first committed one, which
+    # the orphan sorts after too.
+    os.environ["POISONWATCH_BATCHES_SINCE"] = out["committed"][0]
     out["tests"] = source_tests()
 print("@@" + json.dumps(out))
 """
@@ -282,9 +288,9 @@ def test_source_tests_pass_when_the_defect_is_in_an_orphan_batch(found: dict[str
     assert len(found["committed"]) == 1 and found["orphan"] > found["committed"][0]
     statuses = _statuses(found["orphan_tests"])
     assert set(statuses) == {"pass"}, statuses
-    # Scoped to the latest committed batch, by a constant Spark prunes partitions with.
+    # Scoped to the batches the ledger committed (a semi-join on the partition column).
     sql = _accepted(found["orphan_tests"])["sql"]
-    assert f"_batch_id = cast('{found['committed'][0]}' as string)" in sql, sql
+    assert "_batch_id in ( select committed._batch_id" in " ".join(sql.split()), sql
     assert found["orphan"] not in sql
 
 
@@ -308,7 +314,7 @@ def test_a_committed_defect_fails_the_source_test_and_check(found: dict[str, Any
     statuses = _statuses(found["committed_tests"])
     assert len(statuses.get("fail", [])) == 1 and statuses["fail"][0].startswith(ACCEPTED), statuses
     sql = _accepted(found["committed_tests"])["sql"]
-    assert f"_batch_id = cast('{found['recommitted']}' as string)" in sql, sql
+    assert "_batch_id in ( select committed._batch_id" in " ".join(sql.split()), sql
     suites = found["committed_checks"]
     failed = {n: s["failed"] for n, s in suites.items() if s["status"] != "passed"}
     assert failed == {
@@ -318,11 +324,12 @@ def test_a_committed_defect_fails_the_source_test_and_check(found: dict[str, Any
     }, suites
 
 
-def test_an_orphan_batch_sorting_last_does_not_hide_the_latest_committed_one(
+def test_an_orphan_batch_after_the_bound_is_not_read(
     found: dict[str, Any],
 ) -> None:
     latest = found["latest"]
     assert latest["committed"][-1] == found["recommitted"] < latest["orphan"]
     test = _accepted(latest["tests"])
     assert test["status"] == "fail", test
-    assert f"_batch_id = cast('{found['recommitted']}' as string)" in test["sql"], test["sql"]
+    assert f"_batch_id > '{latest['committed'][0]}'" in test["sql"], test["sql"]
+    assert latest["orphan"] not in test["sql"], test["sql"]

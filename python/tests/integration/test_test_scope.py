@@ -1,7 +1,8 @@
-"""Scoped data tests (macros/testing/test_scope_filter.sql, latest_scope_value.sql) check what the
-latest run wrote, compared with a constant read at compile time: a defect in an earlier batch is
-left alone, one in the latest batch fails the test, and the latest value reaches the SQL escaped
-(a batch value with a quote and `;--`). Real dbt and Spark on the store these tests share
+"""Scoped data tests (macros/testing/test_scope_filter.sql) of landing data check the batches
+after the one `poisonwatch build` passes (POISONWATCH_BATCHES_SINCE, the newest batch its last
+recorded build had seen), as a literal: a defect in an earlier batch is left alone, one in a
+later batch fails the test; without the variable every row is checked, as dbt would; a value
+that is not a batch id is refused. Real dbt and Spark on the store these tests share
 (conftest.py)."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.slow
 # What both scripts start with: dbt in this child, on the project and the child's store.
 PRELUDE = """
 import json
+import os
 from dbt.cli.main import dbtRunner
 from poisonwatch.config import home, project_root
 from poisonwatch.ingest.sql import sql_string
@@ -58,10 +60,16 @@ def dbt(*args):
 SCRIPT = (
     PRELUDE
     + """
-def dbt_test():
-    results = dbt("test", "--select", "source:service_broker.ssb_broker_events")
+def dbt_test(since=None):
+    if since is not None:
+        os.environ["POISONWATCH_BATCHES_SINCE"] = since
+    try:
+        results = dbt("test", "--select", "source:service_broker.ssb_broker_events")
+    finally:
+        os.environ.pop("POISONWATCH_BATCHES_SINCE", None)
     return [
-        {"status": str(r.status), "failures": r.failures, "sql": r.node.compiled_code}
+        {"status": str(r.status), "failures": r.failures, "sql": r.node.compiled_code,
+         "message": r.message or ""}
         for r in results
         if r.node.unique_id.startswith("test.")  # not the on-run-start hook
     ]
@@ -75,19 +83,22 @@ def land(engine, batch, server):
     )
     commit(engine, batch, "ssb_broker_events")
 
+EARLIER, CLEAN, LATER = (
+    "b20260301T000000Z_00000001", "b20260302T000000Z_00000002", "b20260303T000000Z_00000003",
+)
 out = {}
 with connect("local") as e:
     create_raw_tables(e)
-    land(e, "b20260301T000000Z_00000001", None)  # a defect in an earlier batch
-    land(e, "b20260302T000000Z_00000002", "SQL1")
-    out["old_defect"] = dbt_test()
-    land(e, "b9';--x", None)  # the latest batch (sorts last), with a defect
+    land(e, EARLIER, None)  # a defect in an earlier batch
+    land(e, CLEAN, "SQL1")
     try:
-        out["new_defect"] = dbt_test()
+        out["old_defect"] = dbt_test(since=EARLIER)
+        out["every_row"] = dbt_test()
+        out["refused"] = dbt_test(since="b9';--x")
+        land(e, LATER, None)  # a later batch, with a defect
+        out["new_defect"] = dbt_test(since=EARLIER)
     finally:
-        forget(e, "ssb_broker_events", [
-            "b20260301T000000Z_00000001", "b20260302T000000Z_00000002", "b9';--x",
-        ])
+        forget(e, "ssb_broker_events", [EARLIER, CLEAN, LATER])
 print("@@" + json.dumps(out))
 """
 )
@@ -130,18 +141,27 @@ def results(shared_store: SharedChild) -> dict[str, Any]:
 def test_a_defect_in_an_earlier_batch_is_left_alone(results: dict[str, Any]) -> None:
     (test,) = results["old_defect"]
     assert test["status"] == "pass", test
-    # The latest batch, as a constant Spark can prune partitions with: no subquery over history.
-    assert "_batch_id = cast('b20260302T000000Z_00000002' as string)" in test["sql"]
+    # The batches after the bound, as a constant Spark can prune partitions with.
+    assert "_batch_id > 'b20260301T000000Z_00000001'" in test["sql"], test["sql"]
     assert "select max(" not in test["sql"]
 
 
-def test_a_defect_in_the_latest_batch_fails_and_its_value_is_escaped(
-    results: dict[str, Any],
-) -> None:
+def test_without_a_bound_every_row_is_checked(results: dict[str, Any]) -> None:
+    (test,) = results["every_row"]
+    assert test["status"] == "fail" and test["failures"] == 1, test
+    assert "_batch_id >" not in test["sql"], test["sql"]
+
+
+def test_a_defect_in_a_later_batch_fails(results: dict[str, Any]) -> None:
     (test,) = results["new_defect"]
     assert test["status"] == "fail", test
     assert test["failures"] == 1, test
-    assert "_batch_id = cast('b9\\';--x' as string)" in test["sql"]
+
+
+def test_a_bound_that_is_not_a_batch_id_is_refused(results: dict[str, Any]) -> None:
+    (test,) = results["refused"]
+    assert test["status"] == "error", test
+    assert "POISONWATCH_BATCHES_SINCE must be a batch id" in test["message"], test
 
 
 def test_a_failed_source_test_skips_the_staging_view_and_what_is_built_from_it(

@@ -8,13 +8,10 @@ The newest landing batch a model holds (record_batch_watermark.sql: a pending pr
 the run writes, a committed one after; recorded_batch_watermark.sql): the condition a model
 filters its new batches with reads the pair when both agree, and scans the table's batch_id
 when they differ (a run stopped between them), are missing or hold other text.
-A model that knows the newest value it writes and the partitions holding it says so
-(remember_latest_value.sql), and latest_value then answers from that without a scan.
 test_incremental.py checks the models that use them against a full refresh."""
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -94,14 +91,6 @@ out = {
     "set": compiled(
         "{{ set_table_properties(" + rel("t") + ", {'a.b': 'x', 'c': \\"y' or true --\\"}) }}"
     ),
-    # wm.up's newest is 2026-01-02 03:04:05.123456 in partitions a and b: what is read back
-    # is what a model said it wrote, so no scan happened.
-    "remembered": compiled(
-        "{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', 'timestamp', "
-        "'2026-01-03 00:00:00', 'p', ['b']) %}"
-        "{{ latest_value(" + rel("up") + ", 'sequenced_at', 'p') | tojson }}|"
-        "{{ latest_scope_value(" + rel("up") + ", 'sequenced_at') }}"
-    ),
 }
 # The partitions of wm.up rewritten after the bound `poisonwatch build` passes: its filter run
 # for real (only b's stamp is newer), and a value that is not a timestamp refused.
@@ -123,14 +112,6 @@ finally:
     os.environ.pop("POISONWATCH_CHANGED_SINCE", None)
 # Without it, the newest stamp of the model's own rows.
 out["own_filter"] = compiled(FILTER)
-try:
-    compiled(
-        "{% if execute %}{% do remember_latest_value(" + rel("up") + ", 'sequenced_at', "
-        "'timestamp', '2026-01-03 00:00:00', 'p', []) %}{% endif %}"
-    )
-    out["refused"] = ""
-except AssertionError as exc:
-    out["refused"] = str(exc)
 # cache_rows outside run and build returns its query; one holding a `with` is refused, as
 # Spark would not reuse it from the cache (a column named like the keyword is no `with`).
 out["cache_plain"] = compiled(
@@ -178,15 +159,7 @@ def test_without_the_build_s_bound_the_model_s_own_newest_stamp_is(out: dict[str
     assert out["unchanged_on_full_refresh"] == ""
 
 
-def test_a_value_a_model_remembers_is_read_without_a_scan(out: dict[str, Any]) -> None:
-    latest, scope = out["remembered"].split("|")
-    assert json.loads(latest) == {
-        "type": "timestamp",
-        "value": "2026-01-03 00:00:00",
-        "partitions": ["b"],
-    }
-    assert scope == "cast('2026-01-03 00:00:00' as timestamp)"
-    assert "remember_latest_value expects" in out["refused"], out["refused"]
+def test_the_batch_hooks_statement_quotes_keys_and_values(out: dict[str, Any]) -> None:
     # the statement the batch hooks write: keys and values quoted, in order
     assert out["set"] == (
         "alter table wm.t set tblproperties ('a.b' = 'x', 'c' = 'y\\' or true --')"

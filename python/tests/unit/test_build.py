@@ -24,6 +24,7 @@ from poisonwatch.warehouse.build import (
     NOT_ON_DEMAND,
     PRODUCTION,
     BuildInputs,
+    _batch_bound,
     _bound,
     delta_log_versions,
     load_state,
@@ -155,6 +156,14 @@ def test_the_recorded_stamp_is_handed_to_a_build_of_new_input_only(
     for stamp in (None, "2026-11-23 00:00:05' or true --", "2026-11-23T00:00:05", 5,
                   "2999-01-01 00:00:00"):  # fmt: skip
         assert _bound({**recorded, "changes_up_to": stamp}, partial) is None, stamp
+    # The scoped tests' batch bound: the newest batch the recorded build had seen, when every
+    # dataset's is a batch id; none for the whole selector.
+    older, newer = "b20261123T000000Z_0000000a", "b20261124T000000Z_0000000b"
+    seen = {**recorded, "datasets": {"ssb_receive_attempts": [3, newer], "x": [1, older]}}
+    assert _batch_bound(seen, partial) == newer
+    assert _batch_bound(seen, PRODUCTION) is None
+    assert _batch_bound(recorded, partial) is None  # "b1" is no batch id
+    assert _batch_bound(None, partial) is None
 
 
 def test_without_data_tests_keeps_one_exclude_flag() -> None:
