@@ -3,9 +3,8 @@
     condition that keeps only the rows of batches the ingest ledger committed
     (committed_batches_condition on `_batch_id`), so that an orphan batch, the rows of an
     ingest killed before its ledger row, is never what a test checks. '' for every other
-    test, and at parse time: the ledger is
-    read only when the test runs, so it is not one of the test's parents and an ingest's
-    build does not select every landing test through it.
+    test, and at parse time: the ledger is read only when the test runs, so it is not one of
+    the test's parents and an ingest's build does not select every landing test through it.
 -#}
 {% macro committed_batches_scope() -%}
     {{ return(adapter.dispatch('committed_batches_scope', 'poisonwatch')()) }}

@@ -29,10 +29,11 @@
     {%- if not column -%}
         {{ return('') }}
     {%- endif -%}
-    {%- if not poisonwatch.is_identifier(column) -%}
+    {%- if column not in ('sequenced_at', 'rewritten_at', 'batch_id', '_batch_id') -%}
         {{ exceptions.raise_compiler_error(
             "meta.tests_check_latest of " ~ found.node.unique_id
-            ~ " must be one column name, got: " ~ column) }}
+            ~ " must be a run's stamp (sequenced_at, rewritten_at) or a landing batch"
+            ~ " (batch_id, _batch_id), got: " ~ column) }}
     {%- endif -%}
     {%- if column in ('batch_id', '_batch_id') -%}
         {%- set since = env_var('POISONWATCH_BATCHES_SINCE', '') -%}
@@ -42,12 +43,6 @@
                 ~ " got: " ~ since) }}
         {%- endif -%}
         {{ return(column ~ " > '" ~ since ~ "'" if since else '') }}
-    {%- endif -%}
-    {%- if column not in ('sequenced_at', 'rewritten_at') -%}
-        {{ exceptions.raise_compiler_error(
-            "meta.tests_check_latest of " ~ found.node.unique_id
-            ~ " must be a run's stamp (sequenced_at, rewritten_at) or a landing batch"
-            ~ " (batch_id, _batch_id), got: " ~ column) }}
     {%- endif -%}
     {%- if not env_var('POISONWATCH_CHANGED_SINCE', '') -%}
         {{ return('') }}

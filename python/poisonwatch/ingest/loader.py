@@ -68,6 +68,7 @@ from poisonwatch.textsafe import terminal
 from poisonwatch.warehouse.engine import Engine
 from poisonwatch.warehouse.partitions import drop_partitions, partition_values_by_table
 from poisonwatch.warehouse.schemas import (
+    BATCH_RE,
     DATASETS,
     LEDGER_TABLE,
     RAW_DATABASE,
@@ -83,7 +84,6 @@ from poisonwatch.warehouse.schemas import (
 # the next run must not write into them.
 STAGE_PREFIX = "ingest_stage_"
 DUPLICATES = "pw_ingest_duplicates"
-BATCH_RE = re.compile(r"b\d{8}T\d{6}Z_[0-9a-f]{8}")
 # Files of one dataset and format read by one Spark job (bounded by count and by bytes).
 CHUNK_FILES = 200
 CHUNK_BYTES = 1 << 30

@@ -50,6 +50,7 @@ import yaml
 from rich.console import Console
 
 from poisonwatch.config import PoisonwatchError, home, project_root, target_name
+from poisonwatch.warehouse.schemas import BATCH_RE
 
 # The project files a build's result depends on (dbt's own parse inputs, less docs-only folders).
 PROJECT_DIRS = ("models", "macros", "seeds", "tests", "snapshots")
@@ -82,7 +83,6 @@ STATE_FILE = "production_build.json"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The stamp's only accepted spelling (dbtrun.CHANGED_SINCE_ENV carries it to the models).
 STAMP = re.compile(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}")
-BATCH_ID = re.compile(r"b\d{8}T\d{6}Z_[0-9a-f]{8}")
 
 
 @dataclass
@@ -416,7 +416,7 @@ def _batch_bound(last: dict[str, Any] | None, args: list[str]) -> str | None:
         for entry in (last.get("datasets") or {}).values()
         if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], str)
     ]
-    valid = [b for b in batches if BATCH_ID.fullmatch(b)]
+    valid = [b for b in batches if BATCH_RE.fullmatch(b)]
     return max(valid) if valid and len(valid) == len(batches) else None
 
 

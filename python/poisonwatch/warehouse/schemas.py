@@ -7,6 +7,7 @@ from it, and the generator writes its columns in this order.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 RAW_DATABASE = "raw"
@@ -219,6 +220,10 @@ DATASETS: dict[str, Dataset] = {
         ),
     )
 }
+
+# An ingest run's id, the `_batch_id` below: `b<UTC start, %Y%m%dT%H%M%SZ>_<8 hex digits>`, so
+# that ids sort by when their run started.
+BATCH_RE = re.compile(r"b\d{8}T\d{6}Z_[0-9a-f]{8}")
 
 # Columns the ingest adds to every raw table.
 LINEAGE_COLUMNS: tuple[Column, ...] = (
