@@ -85,9 +85,21 @@ def running_server(store: Path | None = None) -> ServerInfo | None:
     if status is None or not _lock_held(store / ".lock"):
         return None
     try:
-        return ServerInfo(int(status["pid"]), str(status["host"]), int(status["port"]), status)
+        info = ServerInfo(int(status["pid"]), str(status["host"]), int(status["port"]), status)
     except (KeyError, TypeError, ValueError):
         return None
+    # A killed server's file stays; the lock may be held by its successor, still starting.
+    return info if _alive(info.pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def write_status(status: dict[str, Any], store: Path | None = None) -> None:

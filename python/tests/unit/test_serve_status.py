@@ -34,8 +34,15 @@ def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "store"
 
 
-def _status(store: Path, port: int = 12345) -> None:
-    server.write_status({"pid": 4242, "host": "127.0.0.1", "port": port}, store)
+def _status(store: Path, port: int = 12345, pid: int = 4242) -> None:
+    server.write_status({"pid": pid, "host": "127.0.0.1", "port": port}, store)
+
+
+def _gone_pid() -> int:
+    """The pid of a process that has exited (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
 
 
 def test_a_status_file_without_the_lock_held_is_stale(store: Path) -> None:
@@ -45,15 +52,18 @@ def test_a_status_file_without_the_lock_held_is_stale(store: Path) -> None:
 
 
 def test_a_server_holding_the_store_lock_is_found(store: Path) -> None:
-    _status(store, port=23456)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(store / ".lock")], stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        _status(store, port=23456, pid=holder.pid)
         found = server.running_server(store)
         assert found is not None
-        assert (found.host, found.port, found.pid) == ("127.0.0.1", 23456, 4242)
+        assert (found.host, found.port, found.pid) == ("127.0.0.1", 23456, holder.pid)
+        # A killed server's file while a successor, still starting, holds the lock.
+        _status(store, port=23457, pid=_gone_pid())
+        assert server.running_server(store) is None
         (store / server.STATUS_FILE).write_text("{torn")
         assert server.running_server(store) is None
     finally:
