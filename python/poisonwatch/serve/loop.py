@@ -43,9 +43,12 @@ from poisonwatch.warehouse.server import (
     write_status,
 )
 
-# Hive's Thrift service reads its port and address from these before its configuration.
+# Hive's Thrift service reads these before its configuration, so they are cleared: the port
+# is set in the session's configuration, chosen just before the bind.
 _PORT_VARIABLE = "HIVE_SERVER2_THRIFT_PORT"
 _HOST_VARIABLE = "HIVE_SERVER2_THRIFT_BIND_HOST"
+# Another program may take a free port between its choice and Thrift's bind.
+_BIND_ATTEMPTS = 5
 HOST = "127.0.0.1"
 DEFAULT_PORT = 10001
 
@@ -232,9 +235,26 @@ def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: Cycl
     return True
 
 
-def _start_thrift(spark: Any) -> Any:
+def _start_thrift(spark: Any, port: int) -> tuple[Any, int]:
+    """Start Thrift on `port`, or on a free port when it is 0; returns (server, port)."""
+    from py4j.protocol import Py4JJavaError
+
     server = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
-    return server.startWithContext(spark._jsparkSession.sqlContext())
+    # Thrift reads the configuration of this thread's Hive session (the one the metastore
+    # client opened); without one, a new session's, made from the context's.
+    state = spark._jvm.org.apache.hadoop.hive.ql.session.SessionState.get()
+    conf = state.getConf() if state is not None else spark._jsc.sc().conf()
+    conf.set("hive.server2.thrift.bind.host", HOST)
+    attempt = 1
+    while True:
+        chosen = port or _free_port()
+        conf.set("hive.server2.thrift.port", str(chosen))
+        try:
+            return server.startWithContext(spark._jsparkSession.sqlContext()), chosen
+        except Py4JJavaError as exc:
+            if port or attempt == _BIND_ATTEMPTS or "BindException" not in str(exc):
+                raise
+        attempt += 1
 
 
 def run_serve(options: ServeOptions, console: Console | None = None) -> int:
@@ -266,9 +286,8 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
                 f"--port {options.port}: {HOST}:{options.port} is in use ({exc.strerror}); "
                 "choose another, or --port 0 for any free one"
             ) from None
-    port = options.port or _free_port()
-    os.environ[_PORT_VARIABLE] = str(port)
-    os.environ[_HOST_VARIABLE] = HOST
+    os.environ.pop(_PORT_VARIABLE, None)
+    os.environ.pop(_HOST_VARIABLE, None)
     mark_serving()
     state = _State()
 
@@ -280,7 +299,7 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     engine = LocalEngine(name)
-    server = _start_thrift(engine.spark)
+    server, port = _start_thrift(engine.spark, options.port)
     _wait_for_port(port)
     holder = (
         f"`poisonwatch serve` pid {os.getpid()}, serving it on {HOST}:{port} (a command that "

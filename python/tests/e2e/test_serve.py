@@ -30,7 +30,6 @@ from typing import Any
 
 import pytest
 from support.alert_steps import RESOLVED, subject
-from support.cluster import free_port
 from support.webhook import Receiver, receiving
 
 from poisonwatch.config import MARTS
@@ -70,18 +69,19 @@ class _World:
         self.logs: list[Path] = []
 
     def start(self) -> None:
-        self.port = free_port()
         log = self.tmp / f"serve-{len(self.logs) + 1}.log"
         self.logs.append(log)
         with open(log, "w") as out:
             self.server = subprocess.Popen(
-                [str(VENV_BIN / "poisonwatch"), "serve", "--port", str(self.port),
+                [str(VENV_BIN / "poisonwatch"), "serve", "--port", "0",
                  "--landing", str(self.landing), "--every", "1s", "--webhook", self.webhook,
                  "--report", str(self.report), "--no-data-tests"],
                 env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True,
             )  # fmt: skip
-        self.wait(lambda s: s is not None, "the server to start")
+        # The server chooses its port just before it binds it, and tells it in its status.
+        pid = self.server.pid
+        self.port = int(self.wait(lambda s: s is not None and s["pid"] == pid, "the start")["port"])
 
     def log_tail(self) -> str:
         return "".join(p.read_text()[-3000:] for p in self.logs)
