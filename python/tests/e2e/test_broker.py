@@ -224,7 +224,7 @@ def test_collect_command_line(broker: ActiveMQ, tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from support.activemq import free_port
+    from support.ports import free_port
 
     exe = str(Path(sys.executable).parent / "poisonwatch")
     ok = subprocess.run(

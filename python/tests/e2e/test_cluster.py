@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.cluster import BIN, ROOT, Cluster, free_port, poisonwatch, running_cluster
+from support.cluster import BIN, ROOT, Cluster, poisonwatch, running_cluster
+from support.ports import free_port
 
 from poisonwatch.config import MARTS
 

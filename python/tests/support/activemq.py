@@ -30,6 +30,8 @@ from xml.sax.saxutils import quoteattr
 
 import pytest
 
+from support.ports import free_port
+
 ACTIVEMQ_HOME = Path("/usr/share/activemq")
 ACTIVEMQ_JAR = ACTIVEMQ_HOME / "bin" / "activemq.jar"
 EXTRA_CLASSPATH = ("/usr/share/java/xstream.jar", "/usr/share/java/jettison.jar")
@@ -81,12 +83,6 @@ _CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
   </broker>
 </beans>
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def keytool(*args: str, cwd: Path) -> None:

@@ -29,7 +29,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import pytest
 
-from support.activemq import free_port
+from support.ports import free_port
 
 ACTIVE = "AMQ221007: Server is now active"
 # The console's Jolokia comes up after the server: management calls wait for both.

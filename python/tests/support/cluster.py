@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,14 +18,10 @@ from typing import TypeVar
 
 import pytest
 
+from support.ports import free_port
+
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def poisonwatch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.activemq import free_port
+from support.ports import free_port
 
 from poisonwatch.broker import artemis_dist, live_brokers
 from poisonwatch.broker.artemis import (
