@@ -2,13 +2,13 @@
 
 The fenced blocks whose info string is `bash runnable` are run, in order, with bash in one temp
 folder with a store of their own (the venv's `poisonwatch` first on PATH, the text unchanged), on
-the small landing the first block generates: a command that fails fails the test. The first block
-(generate, ingest, build, verify, sql) runs as a user's first session does, each command in a
-Spark driver of its own. Then `poisonwatch serve` runs on the store, and the later blocks (plan,
-apply, build, alerts, report) run through it with no Java to be found: the README's "every other
-command finds it and starts no JVM", held to its word, and one driver's start instead of a dozen.
-Blocks that need a broker or a cluster are not marked runnable. The README's other checks need no
-JVM and are in unit/test_readme_text.py.
+the small landing the first block generates: a command that fails fails the test. They run while
+`poisonwatch serve` runs on that store, started on it while it is still empty, with no Java to be
+found: the README's "every other command finds it and starts no JVM", held to its word from the
+first ingest to the report, and one driver's start instead of a dozen. (Each command in a driver
+of its own is what the other modules run: ingest, build --ingest, sql, apply.) Blocks that need a
+broker or a cluster are not marked runnable. The README's other checks need no JVM and are in
+unit/test_readme_text.py.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def _serving(server: subprocess.Popen[bytes], home: Path, log: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The runnable blocks, for real (the first block's commands each start a Spark JVM: minutes)
+# The runnable blocks, for real, through one server (the builds take minutes)
 # ---------------------------------------------------------------------------------------------
 
 
@@ -85,8 +85,6 @@ def test_runnable_blocks_run_as_written(tmp_path: Path) -> None:
         "COLUMNS": "120",
     }
     env.pop("POISONWATCH_PROJECT_DIR", None)
-    (first, line), *later = blocks
-    _run_block(1, first, line, tmp_path, env)
 
     log = tmp_path / "serve.log"
     with open(log, "w") as out:
@@ -98,7 +96,7 @@ def test_runnable_blocks_run_as_written(tmp_path: Path) -> None:
         _serving(server, home, log)
         # A command that started a driver now would fail: no Java under JAVA_HOME.
         served = {**env, "JAVA_HOME": str(tmp_path / "no-java")}
-        for number, (body, line) in enumerate(later, 2):
+        for number, (body, line) in enumerate(blocks, 1):
             _run_block(number, body, line, tmp_path, served)
         stopped = subprocess.run(
             [str(venv_bin / "poisonwatch"), "serve", "--stop"],
