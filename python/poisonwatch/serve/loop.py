@@ -44,11 +44,9 @@ from poisonwatch.warehouse.server import (
 )
 
 # Hive's Thrift service reads these before its configuration, so they are cleared: the port
-# is set in the session's configuration, chosen just before the bind.
+# is set in the configuration, and 0 is left to the kernel at the bind.
 _PORT_VARIABLE = "HIVE_SERVER2_THRIFT_PORT"
 _HOST_VARIABLE = "HIVE_SERVER2_THRIFT_BIND_HOST"
-# Another program may take a free port between its choice and Thrift's bind.
-_BIND_ATTEMPTS = 5
 HOST = "127.0.0.1"
 DEFAULT_PORT = 10001
 
@@ -116,12 +114,6 @@ class _State:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for_port(port: int, seconds: float = 60) -> None:
@@ -236,25 +228,26 @@ def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: Cycl
 
 
 def _start_thrift(spark: Any, port: int) -> tuple[Any, int]:
-    """Start Thrift on `port`, or on a free port when it is 0; returns (server, port)."""
-    from py4j.protocol import Py4JJavaError
-
-    server = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2
+    """Start Thrift on `port`, or on a port the kernel chooses at the bind when it is 0;
+    returns (server, the port it listens on)."""
     # Thrift reads the configuration of this thread's Hive session (the one the metastore
     # client opened); without one, a new session's, made from the context's.
     state = spark._jvm.org.apache.hadoop.hive.ql.session.SessionState.get()
     conf = state.getConf() if state is not None else spark._jsc.sc().conf()
     conf.set("hive.server2.thrift.bind.host", HOST)
-    attempt = 1
-    while True:
-        chosen = port or _free_port()
-        conf.set("hive.server2.thrift.port", str(chosen))
-        try:
-            return server.startWithContext(spark._jsparkSession.sqlContext()), chosen
-        except Py4JJavaError as exc:
-            if port or attempt == _BIND_ATTEMPTS or "BindException" not in str(exc):
-                raise
-        attempt += 1
+    conf.set("hive.server2.thrift.port", str(port))
+    server = spark._jvm.org.apache.spark.sql.hive.thriftserver.HiveThriftServer2.startWithContext(
+        spark._jsparkSession.sqlContext()
+    )
+    bound = [
+        int(service.getPortNumber())
+        for service in server.getServices()
+        if service.getClass().getSimpleName().startswith("Thrift")
+    ]
+    if len(bound) != 1 or (port and bound[0] != port):
+        server.stop()
+        raise PoisonwatchError(f"the Thrift server was asked for port {port} and bound {bound}")
+    return server, bound[0]
 
 
 def run_serve(options: ServeOptions, console: Console | None = None) -> int:
@@ -276,8 +269,7 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
     if options.landing is not None and not options.landing.is_dir():
         raise PoisonwatchError(f"--landing {options.landing}: no such folder")
     if options.port:
-        # Taken by another program, the server would fail in its own thread while the wait below
-        # connected to that program.
+        # Found before the JVM starts, with a message of ours rather than Hive's stack trace.
         try:
             with socket.socket() as sock:
                 sock.bind((HOST, options.port))
@@ -299,6 +291,8 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     engine = LocalEngine(name)
+    # The store's lock is ours now: a status file left is a killed server's.
+    status_path().unlink(missing_ok=True)
     server, port = _start_thrift(engine.spark, options.port)
     _wait_for_port(port)
     holder = (
