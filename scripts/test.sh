@@ -132,10 +132,11 @@ fi
 
 # Then two lanes side by side, each in a store of its own:
 #   lane 1: pytest over every module but the cluster-marked ones, in two pytest-xdist workers
-#           that take whole modules in collection order, the longest first (conftest.py; xdist
-#           would otherwise start with the modules of most tests, and the long modules have
-#           few), each worker with a store of its own; the broker tests mostly wait on a real
-#           broker, so the other worker and lane 2 use the cores meanwhile;
+#           that take whole modules (those on the shared store as one unit) in collection
+#           order, the longest first (conftest.py; xdist would otherwise start with the
+#           modules of most tests, and the long modules have few), each worker with a store of
+#           its own; the broker tests mostly wait on a real broker, so the other worker and
+#           lane 2 use the cores meanwhile;
 #   lane 2: the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 pytest_main() {

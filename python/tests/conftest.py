@@ -59,6 +59,7 @@ SHARED_STORE_MODULES = frozenset(
 TESTS = Path(__file__).resolve().parent
 
 
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile`, except that the modules on the shared store are one unit. (xdist's
     `loadgroup` would do this with marks, but it renames node ids in a way pytest 9.2 ignores.)"""

@@ -63,7 +63,7 @@ def _serving(server: subprocess.Popen[bytes], home: Path, log: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The runnable blocks, for real, through one server (the builds take minutes)
+# The runnable blocks, for real, through one server
 # ---------------------------------------------------------------------------------------------
 
 

@@ -234,9 +234,8 @@ def test_concurrent_apply_is_refused(store: dict[str, str], tmp_path: Path) -> N
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=60)
-    # That the killed holder left nothing behind that blocks the next apply, the next tests'
-    # applies show: the lease test's gets past the lock to the lease, and the first of
-    # test_exactly_once_under_kill_9's is killed at its crash point, not refused.
+    # That the killed holder left nothing behind that blocks the next apply, the first apply of
+    # test_exactly_once_under_kill_9 shows: it is killed at its crash point, not refused.
 
 
 def test_lease_of_another_host_is_refused(store: dict[str, str]) -> None:
