@@ -59,6 +59,11 @@ SHARED_STORE_MODULES = frozenset(
 TESTS = Path(__file__).resolve().parent
 
 
+def _unit(module: str) -> str:
+    """The work unit of a module named relative to TESTS."""
+    return "shared-store" if module in SHARED_STORE_MODULES else module
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile`, except that the modules on the shared store are one unit. (xdist's
@@ -71,19 +76,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             path = (config.rootpath / module).resolve()
-            if path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in (
-                SHARED_STORE_MODULES
-            ):
-                return "shared-store"
-            return module
+            if not path.is_relative_to(TESTS):
+                return module
+            return _unit(path.relative_to(TESTS).as_posix())
 
     return ModuleScheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def rank(item: pytest.Item) -> int:
-        name = item.path.relative_to(TESTS).as_posix()
-        unit = "shared-store" if name in SHARED_STORE_MODULES else name
+        unit = _unit(item.path.relative_to(TESTS).as_posix())
         return LONGEST_FIRST.index(unit) if unit in LONGEST_FIRST else len(LONGEST_FIRST)
 
     items.sort(key=rank)  # stable: a module's tests keep their order

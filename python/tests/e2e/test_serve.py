@@ -79,7 +79,7 @@ class _World:
                 env=self.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, text=True,
                 start_new_session=True,
             )  # fmt: skip
-        # The server chooses its port just before it binds it, and tells it in its status.
+        # The server binds port 0 (the kernel's choice, no race) and tells the port in its status.
         pid = self.server.pid
         self.port = int(self.wait(lambda s: s is not None and s["pid"] == pid, "the start")["port"])
 
