@@ -16,6 +16,7 @@ final as (
         cast(threshold as double) as threshold,
         cast(factor as double) as factor,
         cast(baseline_days as int) as baseline_days,
+        cast(quiet_minutes as int) as quiet_minutes,
         cast(resolved_retention_hours as int) as resolved_retention_hours
     from alert_policies
 )
