@@ -59,6 +59,19 @@ def _cmd_alerts(args: argparse.Namespace) -> int:
         webhook=args.webhook,
         kinds=args.kind,
         include_resolved=args.include_resolved,
+        incidents=args.incidents,
+    )
+
+
+def _cmd_alerts_mute(args: argparse.Namespace) -> int:
+    from poisonwatch.alerts import run_mute
+
+    return run_mute(
+        args.kind,
+        args.subject,
+        getattr(args, "duration", None),
+        getattr(args, "reason", ""),
+        unmute=args.alerts_action == "unmute",
     )
 
 
@@ -436,12 +449,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--since", help="only alerts seen within this long (30m, 2h, 7d)")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.add_argument("--webhook", metavar="URL", help="POST each new open alert once, as JSON")
+    p.add_argument(
+        "--webhook",
+        metavar="URL",
+        help="POST each incident when it opens, changes severity and resolves (Slack JSON)",
+    )
     p.add_argument("--kind", action="append", default=[], help="only this alert kind (repeatable)")
     p.add_argument(
         "--include-resolved", action="store_true", help="print recently resolved alerts too"
     )
+    p.add_argument(
+        "--incidents",
+        action="store_true",
+        help="list incidents (a subject's alerts grouped, with owner, mute and posts)",
+    )
     p.set_defaults(func=_cmd_alerts)
+    actions = p.add_subparsers(dest="alerts_action", metavar="ACTION")
+    for action, text in (
+        ("mute", "post nothing about KIND on SUBJECT for a while (still listed)"),
+        ("unmute", "end a mute now"),
+    ):
+        q = actions.add_parser(
+            action,
+            help=text,
+            epilog=f"example: poisonwatch alerts {action} queue_stalled ExpenseQueue"
+            + (' --for 2h --reason "draining by hand"' if action == "mute" else ""),
+        )
+        q.add_argument("kind", metavar="KIND", help="the alert kind")
+        q.add_argument("subject", metavar="SUBJECT", help="queue, consumer or failure group")
+        if action == "mute":
+            q.add_argument("--for", dest="duration", required=True, help="30m, 2h, 7d")
+            q.add_argument("--reason", required=True, help="why (shown beside the incident)")
+        q.set_defaults(func=_cmd_alerts_mute)
 
     p = sub.add_parser(
         "verify",
@@ -613,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--every", default="30s", help="time between cycles (default 30s)")
     p.add_argument("--landing", default=None, help="landing folder to ingest from every cycle")
-    p.add_argument("--webhook", default=None, help="POST new and resolved alerts here")
+    p.add_argument("--webhook", default=None, help="POST incidents: opened, severity, resolved")
     p.add_argument("--report", default=None, help="rewrite this report file after each build")
     p.add_argument("--cycles", type=_positive_int, default=None, help="stop after this many cycles")
     p.add_argument("--status", action="store_true", help="is one running? (exit 0 yes, 3 no)")

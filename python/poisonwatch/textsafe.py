@@ -105,3 +105,12 @@ def sql_string(value: str) -> str:
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
     escaped = escaped.replace("\n", "\\n").replace("\r", "\\r")
     return f"'{escaped}'"
+
+
+def slack_code(text: object, limit: int | None = None) -> str:
+    """Inert inside Slack's mrkdwn: one line, `&`, `<` and `>` escaped as Slack requires (no
+    `<!channel>` mention or `<url|label>` link can form) and the whole set as inline code, so
+    `*`, `_` and `~` format nothing (a backtick in the text becomes `'`)."""
+    s = neutralise(text, limit, one_line=True).replace("`", "'")
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return f"`{s}`" if s else "-"

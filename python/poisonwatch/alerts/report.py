@@ -31,7 +31,7 @@ def parse_duration(text: str) -> timedelta:
     """'90s', '30m', '2h', '7d' (or a sum like '1h30m') as a timedelta."""
     parts = re.findall(r"(\d+)\s*([smhd])", text.strip().lower())
     if not parts or re.sub(r"\s*\d+\s*[smhd]\s*", "", text.strip().lower()):
-        raise PoisonwatchError(f"--since: {text!r} is not a duration like 30m, 2h or 7d")
+        raise PoisonwatchError(f"{text!r} is not a duration like 30m, 2h or 7d")
     return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in parts))
 
 
@@ -116,6 +116,16 @@ def print_alerts(alerts: list[dict[str, Any]], console: Console | None = None) -
     console.print(grid)
 
 
+def ledger_path() -> Path:
+    """The webhook's ledger of incident posts, under the store."""
+    return Path(home()) / "alerts" / "incidents_posted.jsonl"
+
+
+def mutes_path() -> Path:
+    """The operators' mutes, under the store."""
+    return Path(home()) / "alerts" / "mutes.jsonl"
+
+
 def run_alerts(
     target: str | None = None,
     since: str | None = None,
@@ -123,28 +133,71 @@ def run_alerts(
     webhook: str | None = None,
     kinds: list[str] | None = None,
     include_resolved: bool = False,
+    incidents: bool = False,
 ) -> int:
-    """`poisonwatch alerts`: print, post new ones, return the exit code (0/1/2)."""
-    from poisonwatch.alerts.webhook import post_new_alerts
+    """`poisonwatch alerts`: print the alerts (or the incidents), post the incidents' due
+    events, return the exit code (0/1/2) of the open alerts."""
+    from poisonwatch.alerts.incidents import (
+        lifecycle,
+        load_incidents,
+        post_incident_events,
+        print_incidents,
+    )
+    from poisonwatch.alerts.mutes import active_mutes, now_utc
     from poisonwatch.warehouse.engine import connect
 
     window = parse_duration(since) if since else None
     with connect(target, reads_only=True) as engine:
         alerts = load_alerts(engine, window, kinds)
-    shown = alerts if include_resolved else [a for a in alerts if a["status"] == "open"]
-    if fmt == "json":
-        for line in json_lines(shown):
-            print(line)
+        found = load_incidents(engine, kinds) if incidents or webhook else []
+    mutes = active_mutes(mutes_path(), now_utc())
+    if incidents:
+        listed = lifecycle(found, ledger_path(), mutes)
+        if window is not None:
+            listed = [
+                i
+                for i in listed
+                if isinstance(i["last_seen_at"], datetime)
+                and i["last_seen_at"] >= i["evaluated_at"] - window
+            ]
+        if not include_resolved:
+            listed = [i for i in listed if i["status"] != "resolved"]
+        if fmt == "json":
+            for line in json_lines(listed):
+                print(line)
+        else:
+            print_incidents(listed)
     else:
-        print_alerts(shown)
+        shown = alerts if include_resolved else [a for a in alerts if a["status"] == "open"]
+        if fmt == "json":
+            for line in json_lines(shown):
+                print(line)
+        else:
+            print_alerts(shown)
     if webhook:
-        posted, errors = post_new_alerts(
-            json.loads("[" + ",".join(json_lines(alerts)) + "]"),
-            webhook,
-            Path(home()) / "alerts" / "webhook_posted.jsonl",
-        )
+        posted, errors = post_incident_events(found, webhook, ledger_path(), mutes)
         err = Console(stderr=True)
-        err.print(f"webhook: {len(posted)} new alert(s) posted")
+        err.print(f"webhook: {len(posted)} incident event(s) posted")
         for message in errors:
             err.print(f"[red]webhook: {textsafe.terminal(message)}[/red]")
     return exit_code(alerts)
+
+
+def run_mute(kind: str, subject: str, duration: str | None, reason: str, unmute: bool) -> int:
+    """`poisonwatch alerts mute|unmute KIND SUBJECT`: no warehouse needed, a line in the mutes."""
+    from poisonwatch.alerts import mutes
+
+    if kind not in ALERT_KINDS:
+        raise PoisonwatchError(f"KIND: {kind!r} is not one of {', '.join(ALERT_KINDS)}")
+    now = mutes.now_utc()
+    shown = f"{kind} on {textsafe.terminal(subject)}"
+    if unmute:
+        ended = mutes.unmute(mutes_path(), kind, subject, now)
+        print(f"unmuted {shown}" if ended else f"{shown} was not muted")
+        return 0
+    if duration is None:
+        raise PoisonwatchError("alerts mute: say for how long with --for (30m, 2h, 7d)")
+    entry = mutes.mute(mutes_path(), kind, subject, parse_duration(duration), reason, now)
+    until = datetime.fromisoformat(entry["until"]).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"muted {shown} until {until}")
+    return 0

@@ -1,9 +1,5 @@
-"""Post each new alert to a webhook once, as JSON; again only after it resolved and fired anew.
-
-An alert's id is the hash of its kind, subject and first_seen_at (models/marts/alerts.sql), so an
-alert that resolves and fires again has a new id. The ids already posted are kept in a ledger
-(one JSON object per line, appended after the server accepted the post) under the store, so a
-second run posts nothing new and a crash between two posts re-posts at most the one in flight.
+"""POST JSON to a webhook, and the ledger file of what was posted (`alerts.incidents` decides
+what to post).
 
 A webhook URL is a credential (Slack, Teams and Discord put their token in the path; others put
 one in the query or the userinfo), so only its redacted form (`redact`: scheme, host and port)
@@ -18,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
-import json
 import os
 import socket
 import threading
@@ -28,8 +23,6 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
-
-from poisonwatch.config import PoisonwatchError
 
 # What is read of an answer's body: enough to drain a small reply, never a server's whole stream.
 _BODY_LIMIT = 64 * 1024
@@ -153,7 +146,7 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         return self.do_open(Connection, req, context=self._context)
 
 
-def _post(url: str, body: bytes, timeout: float) -> str | None:
+def post_json(url: str, body: bytes, timeout: float) -> str | None:
     """POST `body` to `url`; None when delivered (a 2xx), else why not (no secret in it)."""
     parts = urllib.parse.urlsplit(url)
     headers = {"Content-Type": "application/json"}
@@ -193,84 +186,10 @@ def _post(url: str, body: bytes, timeout: float) -> str | None:
     return None
 
 
-def _open_ledger(ledger: Path) -> Any:
+def open_ledger(ledger: Path) -> Any:
     """The ledger for appending, created readable and writable by its owner only."""
     ledger.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     if os.fstat(fd).st_mode & 0o077:
         os.fchmod(fd, 0o600)
     return os.fdopen(fd, "a", encoding="utf-8")
-
-
-# The ledger key of an alert whose resolution was posted: `<alert_id>#resolved`.
-_RESOLVED = "#resolved"
-
-
-def _posted(ledger: Path) -> set[str]:
-    """Ids already posted (an alert posted resolved as `<id>#resolved`). A ledger written
-    before URLs were redacted is rewritten redacted."""
-    if not ledger.exists():
-        return set()
-    ids = set()
-    entries = []
-    stale = bool(ledger.stat().st_mode & 0o077)
-    for line in ledger.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            ids.add(entry["alert_id"] + _RESOLVED * (entry.get("status") == "resolved"))
-        except (ValueError, KeyError, TypeError):
-            continue  # a line torn by a crash: that alert is posted again
-        if isinstance(entry.get("url"), str) and redact(entry["url"]) != entry["url"]:
-            entry["url"] = redact(entry["url"])
-            stale = True
-        entries.append(entry)
-    if stale:
-        tmp = ledger.with_name(ledger.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        with _open_ledger(tmp) as fh:
-            fh.writelines(json.dumps(e) + "\n" for e in entries)
-        tmp.replace(ledger)
-    return ids
-
-
-def post_new_alerts(
-    alerts: list[dict[str, Any]],
-    url: str,
-    ledger: Path,
-    timeout: float = 10.0,
-    resolved: bool = False,
-) -> tuple[list[str], list[str]]:
-    """POST every open alert not in the ledger, and with `resolved` every resolved alert that
-    was posted open and not yet resolved; returns (posted ids, error messages). Each post ends
-    within `timeout` seconds, answered or not."""
-    if not url.startswith(("http://", "https://")):
-        raise PoisonwatchError(f"--webhook must be an http:// or https:// URL, got {redact(url)}")
-    shown = redact(url)
-    done = _posted(ledger)
-    posted: list[str] = []
-    errors: list[str] = []
-    for alert in alerts:
-        alert_id = alert["alert_id"]
-        if alert["status"] == "open":
-            key = alert_id
-        elif resolved and alert["status"] == "resolved" and alert_id in done:
-            key = alert_id + _RESOLVED
-        else:
-            continue
-        if key in done:
-            continue
-        body = json.dumps(alert, default=str, sort_keys=True).encode("utf-8")
-        problem = _post(url, body, timeout)
-        if problem is not None:
-            errors.append(f"{alert_id}: {shown}: {problem}")
-            continue
-        entry = {"alert_id": alert_id, "url": shown}
-        if key != alert_id:
-            entry["status"] = "resolved"
-        with _open_ledger(ledger) as fh:
-            fh.write(json.dumps(entry) + "\n")
-        done.add(key)
-        posted.append(key)
-    return posted, errors

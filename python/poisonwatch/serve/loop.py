@@ -103,6 +103,7 @@ class _State:
     stopping: threading.Event = field(default_factory=threading.Event)
     status: dict[str, Any] = field(default_factory=dict)
     retry_posts: bool = False
+    mutes: frozenset[tuple[str, str]] = frozenset()
 
     def step(self, name: str) -> None:
         """Say in the status file what the server is doing now."""
@@ -186,8 +187,14 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
                     result.build_seconds = built.seconds
             if state.stopping.is_set():
                 return result
-            # The first cycle also posts what a killed run built but did not post.
-            if result.build_seconds is not None or number == 1 or state.retry_posts:
+            # The first cycle also posts what a killed run built but did not post; a mute
+            # that ended (or began) changes what is due without new data.
+            if (
+                result.build_seconds is not None
+                or number == 1
+                or state.retry_posts
+                or (options.webhook is not None and _mutes(state))
+            ):
                 state.step("alerts")
                 has_marts = _alerts_step(engine, options, state, result)
                 if has_marts and options.report is not None:
@@ -201,9 +208,24 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
     return result
 
 
+def _mutes(state: _State) -> bool:
+    """True when the running mutes differ from those of the last alerts step."""
+    from poisonwatch.alerts import active_mutes, mutes_path, now_utc
+
+    return frozenset(active_mutes(mutes_path(), now_utc())) != state.mutes
+
+
 def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: CycleResult) -> bool:
-    """Count and post the alerts; False when no build has made the marts yet."""
-    from poisonwatch.alerts import json_lines, post_new_alerts
+    """Count the alerts and post the incidents' due events; False when no build has made the
+    marts yet."""
+    from poisonwatch.alerts import (
+        active_mutes,
+        ledger_path,
+        load_incidents,
+        mutes_path,
+        now_utc,
+        post_incident_events,
+    )
 
     alerts = _alerts_in_mart(engine)
     if alerts is None:
@@ -213,12 +235,11 @@ def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: Cycl
     result.alerts_new = len(now_open - before)
     result.alerts_resolved = len(before - now_open)
     state.open_alerts = now_open
-    if options.webhook:
-        _, errors = post_new_alerts(
-            json.loads("[" + ",".join(json_lines(alerts)) + "]"),
-            options.webhook,
-            home() / "alerts" / "webhook_posted.jsonl",
-            resolved=True,
+    if options.webhook and engine.table_exists("poisonwatch", "alert_incidents"):
+        mutes = active_mutes(mutes_path(), now_utc())
+        state.mutes = frozenset(mutes)
+        _, errors = post_incident_events(
+            load_incidents(engine), options.webhook, ledger_path(), mutes
         )
         # A refused post is tried again next cycle; the cycle carries on to the report.
         state.retry_posts = bool(errors)

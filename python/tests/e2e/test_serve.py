@@ -3,11 +3,12 @@ folder of its own, a webhook receiver of the test's own (a local HTTP server).
 
 Round 1: the alert scenarios land; the server ingests and builds them. Its marts agree with the
 generator's labels (`poisonwatch verify`, run with no Java reachable: it can only have asked the
-server), every open alert reached the webhook once, the report was written, and commands that
-need the store to themselves are refused, naming the server.
+server), every incident not yet resolved reached the webhook once as opened, naming its owner
+(seed alert_owners), except the muted one; once unmuted, that one is posted too; the report was
+written, and commands that need the store to themselves are refused, naming the server.
 Round 2: the follow-up lands; while the server builds it a reader queries the mart over Thrift,
 and the server is killed with SIGKILL mid-build. A restart carries on: the webhook gets each
-resolved alert once and nothing twice, every answer the reader got is the mart at one of its
+resolved incident once and nothing twice, every answer the reader got is the mart at one of its
 Delta versions, and the marts equal a full refresh of the same raw data (`dbt run --target
 serve`). Beeline, a JDBC client, reads the server; `serve --stop` ends it. The server builds
 models only (`--no-data-tests`): the data tests run in every other build of the suite.
@@ -34,6 +35,7 @@ from support.webhook import Receiver, receiving
 
 from poisonwatch.config import MARTS
 from poisonwatch.generate import generate
+from poisonwatch.generate.scenarios import INVENTORY_QUEUE
 from poisonwatch.warehouse.engine import ThriftEngine
 from poisonwatch.warehouse.server import read_status, running_server
 
@@ -135,14 +137,24 @@ class _World:
         return ThriftEngine("local", {"host": "127.0.0.1", "port": self.port})
 
 
-def _alerts(world: _World) -> list[dict[str, Any]]:
-    done = world.cli("alerts", "--format", "json", "--include-resolved")
+def _incidents(world: _World) -> list[dict[str, Any]]:
+    done = world.cli("alerts", "--incidents", "--format", "json", "--include-resolved")
     assert done.returncode in (0, 1, 2), done.stderr
     return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 def _posts() -> list[tuple[str, str]]:
-    return [(a["alert_id"], a["status"]) for a in Receiver.received]
+    return [(body["incident"]["incident_id"], body["event"]) for body in Receiver.received]
+
+
+def _owner(incident: dict[str, Any]) -> str:
+    """The team of seed alert_owners' most specific row for the incident."""
+    queue = (incident["broker_kind"], incident["queue_name"])
+    return "expenses" if queue == ("service_broker", "ExpenseQueue") else "operations"
+
+
+# Muted before round 1 and unmuted after it: the queue the generator disables.
+MUTED = ("queue_disabled", INVENTORY_QUEUE)
 
 
 def _reader(world: _World, seen: list[tuple[Any, ...]], stop: threading.Event) -> None:
@@ -162,6 +174,8 @@ def test_serve_rounds_webhook_kill_and_restart(tmp_path: Path, webhook: str) -> 
         tmp_path / "round-2", seed=SEED, attempts=ATTEMPTS, alert_scenarios=["all"],
         follow_up=True,
     )  # fmt: skip
+    muting = world.cli("alerts", "mute", *MUTED, "--for", "2h", "--reason", "known: seed 000")
+    assert muting.returncode == 0, muting.stderr
     world.start()
     try:
         # --- round 1 -----------------------------------------------------------------------
@@ -172,9 +186,22 @@ def test_serve_rounds_webhook_kill_and_restart(tmp_path: Path, webhook: str) -> 
         no_java = {**world.env, "PATH": str(VENV_BIN), "JAVA_HOME": str(tmp_path / "no-java")}
         verify = world.cli("verify", str(tmp_path / "round-1" / "labels.jsonl"), env=no_java)
         assert verify.returncode == 0, verify.stdout + verify.stderr
-        alerts = _alerts(world)
-        opened = {a["alert_id"] for a in alerts if a["status"] == "open"}
-        assert opened and sorted(_posts()) == sorted((i, "open") for i in opened)
+        incidents = {i["incident_id"]: i for i in _incidents(world)}
+        live = {k for k, i in incidents.items() if i["status"] in ("open", "quiet")}
+        muted = {k for k, i in incidents.items() if i["muted"] is not None}
+        assert [(incidents[k]["alert_kind"], incidents[k]["subject"]) for k in muted] == [MUTED]
+        assert incidents[next(iter(muted))]["muted"]["reason"] == "known: seed 000"
+        assert live - muted and sorted(_posts()) == sorted((k, "opened") for k in live - muted)
+        for body in Receiver.received:
+            assert body["owner"]["team"] == _owner(body["incident"]), body["owner"]
+        assert all(i["owner_team"] == _owner(i) for i in incidents.values())
+        # Unmuted, the server posts the incident at its next cycle, with no new data.
+        assert world.cli("alerts", "unmute", *MUTED).returncode == 0
+        deadline = time.monotonic() + 120
+        while not muted <= {k for k, _ in _posts()} and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert sorted(_posts()) == sorted((k, "opened") for k in live), world.log_tail()
+        opened = live
         assert world.report.is_file() and "<section" in world.report.read_text()
         state = world.cli("serve", "--status", "--format", "json")
         assert state.returncode == 0 and json.loads(state.stdout)["lag_seconds"] == 0
@@ -202,16 +229,19 @@ def test_serve_rounds_webhook_kill_and_restart(tmp_path: Path, webhook: str) -> 
         # --- the restart carries on --------------------------------------------------------
         world.start()
         world.settled_after(newest, "round 2 after the restart")
-        after = {a["alert_id"]: a for a in _alerts(world)}
+        after = {i["incident_id"]: i for i in _incidents(world)}
         posts = _posts()
         assert len(posts) == len(set(posts)), f"posted twice: {posts}"
-        still_open = {i for i, a in after.items() if a["status"] == "open"}
-        assert {i for i, s in posts if s == "open"} == opened | still_open
-        resolved = {i for i, s in posts if s == "resolved"}
-        want = {i for i, a in after.items() if a["status"] == "resolved" and i in opened}
+        still_open = {k for k, i in after.items() if i["status"] in ("open", "quiet")}
+        assert {k for k, e in posts if e == "opened"} == opened | still_open
+        resolved = {k for k, e in posts if e == "resolved"}
+        want = {k for k, i in after.items() if i["status"] == "resolved" and k in opened}
         assert resolved == want, (resolved, want)
-        resolved_subjects = {(after[i]["alert_kind"], subject(after[i])) for i in resolved}
+        resolved_subjects = {(after[k]["alert_kind"], subject(after[k])) for k in resolved}
         assert resolved_subjects >= RESOLVED, resolved_subjects
+        for k in resolved:  # the lifecycle `alerts --incidents` shows: the posts made
+            assert [p["event"] for p in after[k]["posts"]] == ["opened", "resolved"]
+            assert after[k]["resolved_at"] is not None
 
         engine = world.engine()
         try:

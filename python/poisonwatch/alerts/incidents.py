@@ -1,0 +1,217 @@
+"""Incidents (the mart `alert_incidents`): listed, and posted to a webhook once per change.
+
+An incident is posted when it opens, when its severity changes and when it resolves, each once:
+the posts made are kept in a ledger under the store (`alerts/incidents_posted.jsonl`, one JSON
+object per line, appended after the server accepted the post), so a second run posts nothing
+new and a crash between two posts re-posts at most the one in flight. A muted incident posts
+nothing while the mute runs; once it ends, what is still due is posted (an incident still open
+that was never posted opens then; one posted open that resolved meanwhile resolves then).
+
+The body is Slack-compatible (`text` and `blocks`, which Slack, Mattermost and Rocket.Chat
+render) and carries the incident itself as data (`event`, `incident`, `owner`) for any other
+receiver. Every text from the watched systems goes into the blocks inert (`textsafe.slack_code`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from poisonwatch import textsafe
+from poisonwatch.alerts.mutes import GROUP_PREFIX, mute_of
+from poisonwatch.alerts.webhook import open_ledger, post_json, redact
+from poisonwatch.config import PoisonwatchError
+
+MART_DATABASE = "poisonwatch"
+
+
+def load_incidents(engine: Any, kinds: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every row of the mart alert_incidents (open, quiet, recently resolved), newest first."""
+    if not engine.table_exists(MART_DATABASE, "alert_incidents"):
+        raise PoisonwatchError(
+            "the mart poisonwatch.alert_incidents does not exist yet: run `dbt build`"
+        )
+    columns, rows = engine.query(
+        f"select * from `{MART_DATABASE}`.`alert_incidents` order by last_seen_at desc, incident_id"
+    )
+    incidents = [dict(zip(columns, row, strict=True)) for row in rows]
+    return [i for i in incidents if not kinds or i["alert_kind"] in kinds]
+
+
+def posts_by_incident(ledger: Path) -> dict[str, list[dict[str, Any]]]:
+    """The ledger's posts per incident id, in the order they were made."""
+    posts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    if ledger.exists():
+        for line in ledger.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+                posts[str(entry["incident_id"])].append(entry)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line torn by a crash: that post is made again
+    return posts
+
+
+def due_event(incident: dict[str, Any], posts: list[dict[str, Any]]) -> str | None:
+    """The post this incident needs now, given the posts made for it: `opened` for one open or
+    quiet and never posted; `severity` for one posted whose severity is not the last posted;
+    `resolved` for one posted open, now resolved, its resolution not yet posted."""
+    events = [p["event"] for p in posts]
+    status = incident["status"]
+    if "opened" not in events:
+        return "opened" if status in ("open", "quiet") else None
+    if "resolved" in events:
+        return None
+    if status == "resolved":
+        return "resolved"
+    if incident["severity"] != posts[-1].get("severity"):
+        return "severity"
+    return None
+
+
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if isinstance(value, datetime) else "-"
+
+
+def payload(event: str, incident: dict[str, Any]) -> dict[str, Any]:
+    """The webhook body for one event of one incident (Slack-compatible)."""
+    code = textsafe.slack_code
+    verb = {"opened": "opened", "severity": "changed severity", "resolved": "resolved"}[event]
+    owner = incident.get("owner_team")
+    headline = (
+        f"[{str(incident['severity']).upper()}] {incident['alert_kind']} on "
+        f"{code(incident.get('subject'), 120)} {verb}"
+    )
+    owned = f"owner {code(owner, 60)} {code(incident.get('owner_channel'), 60)}"
+    fields = [
+        f"*status*\n{incident['status']}",
+        f"*alerts*\n{incident['alert_count']}",
+        f"*first seen*\n{_when(incident['first_seen_at'])}",
+        f"*last seen*\n{_when(incident['last_seen_at'])}",
+    ]
+    if incident.get("resolved_at") is not None:
+        fields.append(f"*resolved*\n{_when(incident['resolved_at'])}")
+    data = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in incident.items()}
+    return {
+        "text": f"{headline}; {owned if owner else 'no owner'}",
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": headline}},
+            {
+                "type": "section",
+                "fields": [{"type": "mrkdwn", "text": f} for f in fields],
+            },
+            {
+                "type": "context",
+                "elements": [
+                    {"type": "mrkdwn", "text": owned if owner else "no owner"},
+                    {"type": "mrkdwn", "text": code(incident.get("detail"), 300)},
+                ],
+            },
+        ],
+        "event": event,
+        "incident": data,
+        "owner": {"team": owner, "channel": incident.get("owner_channel")},
+    }
+
+
+def post_incident_events(
+    incidents: list[dict[str, Any]],
+    url: str,
+    ledger: Path,
+    mutes: dict[tuple[str, str], dict[str, Any]],
+    timeout: float = 10.0,
+) -> tuple[list[str], list[str]]:
+    """POST each incident's due event (opened, severity, resolved) unless a mute covers it;
+    returns (posted `incident_id#event`, error messages). Each post ends within `timeout`
+    seconds, answered or not; a refused one is due again next run."""
+    if not url.startswith(("http://", "https://")):
+        raise PoisonwatchError(f"--webhook must be an http:// or https:// URL, got {redact(url)}")
+    shown = redact(url)
+    made = posts_by_incident(ledger)
+    posted: list[str] = []
+    errors: list[str] = []
+    for incident in incidents:
+        incident_id = str(incident["incident_id"])
+        event = due_event(incident, made[incident_id])
+        if event is None or mute_of(incident, mutes) is not None:
+            continue
+        body = json.dumps(payload(event, incident), default=str, sort_keys=True)
+        problem = post_json(url, textsafe.json_text(body).encode("utf-8"), timeout)
+        if problem is not None:
+            errors.append(f"{incident_id}: {shown}: {problem}")
+            continue
+        entry = {
+            "incident_id": incident_id,
+            "event": event,
+            "severity": incident["severity"],
+            "posted_at": datetime.now().astimezone().isoformat(),
+            "url": shown,
+        }
+        with open_ledger(ledger) as fh:
+            fh.write(json.dumps(entry) + "\n")
+        made[incident_id].append(entry)
+        posted.append(f"{incident_id}#{event}")
+    return posted, errors
+
+
+def lifecycle(
+    incidents: list[dict[str, Any]],
+    ledger: Path,
+    mutes: dict[tuple[str, str], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each incident with its mute (until, reason) and the posts made for it."""
+    made = posts_by_incident(ledger)
+    out = []
+    for incident in incidents:
+        running = mute_of(incident, mutes)
+        out.append(
+            {
+                **incident,
+                "muted": None
+                if running is None
+                else {"until": running["until"], "reason": running["reason"]},
+                "posts": [
+                    {k: p.get(k) for k in ("event", "severity", "posted_at")}
+                    for p in made[str(incident["incident_id"])]
+                ],
+            }
+        )
+    return out
+
+
+def print_incidents(incidents: list[dict[str, Any]], console: Console | None = None) -> None:
+    """One entry per incident within 80 columns: severity, kind, subject, status, alerts and
+    owner, then mute and detail under it (texts made inert)."""
+    console = console or Console(width=80)
+    if not incidents:
+        console.print("no incidents")
+        return
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=4, no_wrap=True)
+    grid.add_column(overflow="fold")
+    for i in incidents:
+        when = {
+            "open": f"open since {_when(i['first_seen_at'])}",
+            "quiet": f"quiet since {_when(i['last_seen_at'])}",
+        }.get(i["status"], f"resolved at {_when(i.get('resolved_at'))}")
+        subject = str(i.get("subject") or "-")
+        if subject == i.get("failure_group_id"):
+            subject = f"group {subject[:GROUP_PREFIX]}"
+        head = (
+            f"[bold]{i['alert_kind']}[/bold] {textsafe.terminal(subject)} "
+            f"({when}, {i['alert_count']} alert(s))"
+        )
+        lines = [head, "owner " + textsafe.terminal(i.get("owner_team") or "-")]
+        if i.get("muted"):
+            lines.append(
+                f"[yellow]muted until {textsafe.terminal(i['muted']['until'])}: "
+                f"{textsafe.terminal(i['muted']['reason'], limit=120)}[/yellow]"
+            )
+        lines.append(textsafe.terminal(i.get("detail"), limit=240))
+        grid.add_row("CRIT" if i["severity"] == "critical" else "WARN", "\n".join(lines))
+    console.print(grid)
