@@ -257,6 +257,19 @@ def sections(data: ReportData) -> list[Section]:
                 table(list(headers), rows),
             )
         )
+    if data.incidents is not None:
+        headers, *rows = data.incidents
+        out.append(
+            Section(
+                "incidents",
+                "Incidents",
+                "Each subject's alerts grouped while they recur within their quiet period, from "
+                "the alert_incidents mart, with their owner (latest 50; open, then quiet, then "
+                "resolved). Mutes and webhook posts: poisonwatch alerts --incidents.",
+                "",
+                table(list(headers), rows),
+            )
+        )
     out.extend(_backtest_sections(data))
     return out
 

@@ -113,6 +113,7 @@ class ReportData:
     breakers: list[tuple[Any, ...]] = field(default_factory=list)
     actions: list[tuple[str, str, int, int]] = field(default_factory=list)
     alerts: list[tuple[Any, ...]] | None = None
+    incidents: list[tuple[Any, ...]] | None = None
     policy_backtest: tuple[list[str], list[tuple[Any, ...]]] | None = None
     breaker_backtest: tuple[list[str], list[tuple[Any, ...]]] | None = None
     error_evidence: list[tuple[Any, ...]] | None = None
@@ -347,6 +348,14 @@ def _collect_optional(engine: Engine, data: ReportData, window: Window) -> None:
             data.dlq_thresholds = [
                 (b, q, _float(o), _float(base), _float(t)) for b, q, o, base, t in rows
             ]
+    if engine.table_exists(MARTS, "alert_incidents"):
+        # Open first, then quiet, then resolved; the worst and latest first within each.
+        _, rows = engine.query(
+            f"select {', '.join(INCIDENT_COLUMNS)} from {MARTS}.alert_incidents "
+            "order by case status when 'open' then 0 when 'quiet' then 1 else 2 end, "
+            "severity, last_seen_at desc, incident_id limit 50"
+        )
+        data.incidents = [INCIDENT_COLUMNS, *rows]
     data.policy_backtest = _backtest(engine, "policy_backtest")
     data.breaker_backtest = _backtest(engine, "breaker_backtest")
     if engine.table_exists(MARTS, "error_class_evidence"):
@@ -356,6 +365,19 @@ def _collect_optional(engine: Engine, data: ReportData, window: Window) -> None:
             "order by is_reclassification_recommended desc, failure_count desc, "
             "failure_group_id limit 30"
         )
+
+
+INCIDENT_COLUMNS = (
+    "severity",
+    "status",
+    "alert_kind",
+    "subject",
+    "owner_team",
+    "alert_count",
+    "first_seen_at",
+    "last_seen_at",
+    "resolved_at",
+)
 
 
 EVIDENCE_COLUMNS = (

@@ -54,7 +54,9 @@ def test_every_chart_draws_offline_without_errors(full_page) -> None:
         "failures", "poison", "dlq", "groups", "queues", "breakers", "actions",
         "policy-backtest",
     ]  # fmt: skip
-    assert result.probe["sections"] == [*names[:7], "alerts", "policy-backtest", "error-evidence"]
+    assert result.probe["sections"] == [
+        *names[:7], "alerts", "incidents", "policy-backtest", "error-evidence",
+    ]  # fmt: skip
     assert result.screenshot is not None and result.screenshot.stat().st_size > 20_000
     assert html.stat().st_size < 10 * 1024 * 1024
 
@@ -89,7 +91,7 @@ def test_the_browser_check_catches_a_broken_page(tmp_path: Path, plain_page: str
 
 
 def test_optional_sections_only_when_their_marts_exist(full_page, plain_page: str) -> None:
-    for key in ("alerts", "policy-backtest", "breaker-backtest", "error-evidence"):
+    for key in ("alerts", "incidents", "policy-backtest", "breaker-backtest", "error-evidence"):
         assert f'<section id="{key}"' not in plain_page
     assert "alert threshold" not in plain_page
     text = full_page[0].read_text()
