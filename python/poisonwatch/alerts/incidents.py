@@ -44,33 +44,99 @@ def load_incidents(engine: Any, kinds: list[str] | None = None) -> list[dict[str
     return [i for i in incidents if not kinds or i["alert_kind"] in kinds]
 
 
-def posts_by_incident(ledger: Path) -> dict[str, list[dict[str, Any]]]:
-    """The ledger's posts per incident id, in the order they were made."""
-    posts: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    if ledger.exists():
-        for line in ledger.read_text(encoding="utf-8").splitlines():
+# The columns that say what an incident is about (its id adds when it began).
+KEY_COLUMNS = (
+    "alert_kind",
+    "broker_kind",
+    "server_name",
+    "database_name",
+    "broker_name",
+    "queue_name",
+    "consumer_id",
+    "failure_group_id",
+)
+# The ledger of the webhook before incidents: one line per alert id posted. An incident's id is
+# its first alert's id, so those lines say which incidents were already posted open.
+LEGACY_LEDGER = "webhook_posted.jsonl"
+
+
+def incident_key(incident: dict[str, Any]) -> str:
+    """Kind and subject, without time: the same for every incident of one subject."""
+    return json.dumps([incident.get(c) for c in KEY_COLUMNS])
+
+
+def _entries(path: Path) -> list[dict[str, Any]]:
+    entries = []
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
             try:
                 entry = json.loads(line)
-                posts[str(entry["incident_id"])].append(entry)
-            except (ValueError, KeyError, TypeError):
+            except ValueError:
                 continue  # a line torn by a crash: that post is made again
+            if isinstance(entry, dict):
+                entries.append(entry)
+    return entries
+
+
+def posts_by_incident(ledger: Path) -> dict[str, list[dict[str, Any]]]:
+    """The ledger's posts per incident id, in the order they were made (a store that has only
+    the alert ledger of before: its posted alerts as opened, resolved ones as resolved)."""
+    posts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    legacy = ledger.with_name(LEGACY_LEDGER)
+    if not ledger.exists() and legacy.exists():
+        for entry in _entries(legacy):
+            if isinstance(entry.get("alert_id"), str):
+                event = "resolved" if entry.get("status") == "resolved" else "opened"
+                posts[entry["alert_id"]].append({"event": event, "severity": None})
+    for entry in _entries(ledger):
+        if isinstance(entry.get("incident_id"), str) and isinstance(entry.get("event"), str):
+            posts[entry["incident_id"]].append(entry)
     return posts
 
 
 def due_event(incident: dict[str, Any], posts: list[dict[str, Any]]) -> str | None:
     """The post this incident needs now, given the posts made for it: `opened` for one open or
     quiet and never posted; `severity` for one posted whose severity is not the last posted;
-    `resolved` for one posted open, now resolved, its resolution not yet posted."""
+    `resolved` for one posted open, now resolved, its resolution not yet posted. (`continued`:
+    the incident went on under a new id, its opening posted under the old one.)"""
     events = [p["event"] for p in posts]
     status = incident["status"]
-    if "opened" not in events:
+    if "opened" not in events and "continued" not in events:
         return "opened" if status in ("open", "quiet") else None
     if "resolved" in events:
         return None
     if status == "resolved":
         return "resolved"
-    if incident["severity"] != posts[-1].get("severity"):
+    last = posts[-1].get("severity")
+    if last is not None and incident["severity"] != last:
         return "severity"
+    return None
+
+
+def _continued(
+    incident: dict[str, Any],
+    made: dict[str, list[dict[str, Any]]],
+    current: set[str],
+) -> dict[str, Any] | None:
+    """The ledger entry that carries an incident over from the id it had before, when one of
+    the same kind and subject was posted open, not resolved, and is no longer in the mart (its
+    first alert left the lookback, which moves its first_seen_at and so its id)."""
+    key = incident_key(incident)
+    for old_id, posts in made.items():
+        events = [p["event"] for p in posts]
+        if (
+            old_id not in current
+            and posts[-1].get("incident_key") == key
+            and ("opened" in events or "continued" in events)
+            and "resolved" not in events
+        ):
+            return {
+                "incident_id": str(incident["incident_id"]),
+                "incident_key": key,
+                "event": "continued",
+                "from": old_id,
+                "severity": posts[-1].get("severity"),
+            }
     return None
 
 
@@ -113,6 +179,8 @@ def payload(event: str, incident: dict[str, Any]) -> dict[str, Any]:
                 ],
             },
         ],
+        "unfurl_links": False,
+        "unfurl_media": False,
         "event": event,
         "incident": data,
         "owner": {"team": owner, "channel": incident.get("owner_channel")},
@@ -133,10 +201,18 @@ def post_incident_events(
         raise PoisonwatchError(f"--webhook must be an http:// or https:// URL, got {redact(url)}")
     shown = redact(url)
     made = posts_by_incident(ledger)
+    current = {str(i["incident_id"]) for i in incidents}
     posted: list[str] = []
     errors: list[str] = []
     for incident in incidents:
         incident_id = str(incident["incident_id"])
+        if not made[incident_id]:
+            carried = _continued(incident, made, current)
+            if carried is not None:
+                with open_ledger(ledger) as fh:
+                    fh.write(json.dumps(carried) + "\n")
+                made[incident_id].append(carried)
+                del made[carried["from"]]
         event = due_event(incident, made[incident_id])
         if event is None or mute_of(incident, mutes) is not None:
             continue
@@ -147,6 +223,7 @@ def post_incident_events(
             continue
         entry = {
             "incident_id": incident_id,
+            "incident_key": incident_key(incident),
             "event": event,
             "severity": incident["severity"],
             "posted_at": datetime.now().astimezone().isoformat(),
@@ -176,7 +253,7 @@ def lifecycle(
                 if running is None
                 else {"until": running["until"], "reason": running["reason"]},
                 "posts": [
-                    {k: p.get(k) for k in ("event", "severity", "posted_at")}
+                    {k: p.get(k) for k in ("event", "severity", "posted_at", "from")}
                     for p in made[str(incident["incident_id"])]
                 ],
             }

@@ -9,11 +9,11 @@ the webhook stays silent about them.
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from poisonwatch.alerts.webhook import open_ledger
 from poisonwatch.config import PoisonwatchError
 
 # The incident columns a mute's SUBJECT may name (as `alerts` and the report show them); a
@@ -23,9 +23,7 @@ GROUP_PREFIX = 12
 
 
 def _append(path: Path, entry: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    with os.fdopen(fd, "a", encoding="utf-8") as fh:
+    with open_ledger(path) as fh:
         fh.write(json.dumps(entry, sort_keys=True) + "\n")
 
 

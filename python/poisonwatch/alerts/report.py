@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from poisonwatch import textsafe
+from poisonwatch.alerts.mutes import GROUP_PREFIX
 from poisonwatch.config import PoisonwatchError, home
 
 MART_DATABASE = "poisonwatch"
@@ -74,10 +75,12 @@ def exit_code(alerts: list[dict[str, Any]]) -> int:
 def json_lines(alerts: list[dict[str, Any]]) -> list[str]:
     """One JSON object per alert (times as ISO-8601 text)."""
     return [
-        json.dumps(
-            {k: v.isoformat() if isinstance(v, datetime) else v for k, v in a.items()},
-            sort_keys=True,
-            ensure_ascii=False,
+        textsafe.json_text(
+            json.dumps(
+                {k: v.isoformat() if isinstance(v, datetime) else v for k, v in a.items()},
+                sort_keys=True,
+                ensure_ascii=False,
+            )
         )
         for a in alerts
     ]
@@ -89,7 +92,7 @@ def _subject(alert: dict[str, Any]) -> str:
     if alert.get("queue_name"):
         return str(alert["queue_name"])
     if alert.get("failure_group_id"):
-        return f"group {str(alert['failure_group_id'])[:10]}"
+        return f"group {str(alert['failure_group_id'])[:GROUP_PREFIX]}"
     return "-"
 
 
@@ -191,13 +194,14 @@ def run_mute(kind: str, subject: str, duration: str | None, reason: str, unmute:
         raise PoisonwatchError(f"KIND: {kind!r} is not one of {', '.join(ALERT_KINDS)}")
     now = mutes.now_utc()
     shown = f"{kind} on {textsafe.terminal(subject)}"
+    out = Console(width=80)
     if unmute:
         ended = mutes.unmute(mutes_path(), kind, subject, now)
-        print(f"unmuted {shown}" if ended else f"{shown} was not muted")
+        out.print(f"unmuted {shown}" if ended else f"{shown} was not muted")
         return 0
     if duration is None:
         raise PoisonwatchError("alerts mute: say for how long with --for (30m, 2h, 7d)")
     entry = mutes.mute(mutes_path(), kind, subject, parse_duration(duration), reason, now)
     until = datetime.fromisoformat(entry["until"]).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"muted {shown} until {until}")
+    out.print(f"muted {shown} until {until}")
     return 0

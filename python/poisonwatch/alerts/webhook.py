@@ -189,7 +189,11 @@ def post_json(url: str, body: bytes, timeout: float) -> str | None:
 def open_ledger(ledger: Path) -> Any:
     """The ledger for appending, created readable and writable by its owner only."""
     ledger.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(ledger, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = os.open(ledger, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
     if os.fstat(fd).st_mode & 0o077:
         os.fchmod(fd, 0o600)
+    size = os.fstat(fd).st_size
+    # A line a crash cut short would swallow the next one: end it first.
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        os.write(fd, b"\n")
     return os.fdopen(fd, "a", encoding="utf-8")

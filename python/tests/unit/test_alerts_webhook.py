@@ -340,3 +340,56 @@ def test_incidents_print_in_80_columns_inert_with_their_mute(tmp_path: Path) -> 
     assert "group 3aa46317c92c (resolved at 2026-03-01 04:00 UTC" in screen
     assert "muted until" in screen and "[red]known[/red]" in screen
     assert "owner expenses" in screen and "\x1b" not in screen
+
+
+def test_an_incident_whose_id_moves_with_the_lookback_is_not_posted_again(
+    server: str, tmp_path: Path
+) -> None:
+    """Its first alert left the lookback: a later first_seen_at, so a new id. The ledger follows
+    it by kind and subject: no second opening, and its resolution is posted once."""
+    ledger = tmp_path / "posted.jsonl"
+    assert _post([_incident("old")], server, ledger) == (["old#opened"], [])
+    moved = _incident("new")
+    assert _post([moved], server, ledger) == ([], [])
+    assert _post([{**moved, "severity": "warning"}], server, ledger) == (["new#severity"], [])
+    resolved = {**moved, "severity": "warning", "status": "resolved"}
+    assert _post([resolved], server, ledger) == (["new#resolved"], [])
+    # another subject's incident is its own
+    assert _post([_incident("other", queue="Q2")], server, ledger) == (["other#opened"], [])
+    life = lifecycle([resolved], ledger, {})[0]
+    assert [(p["event"], p["from"]) for p in life["posts"]] == [
+        ("continued", "old"),
+        ("severity", None),
+        ("resolved", None),
+    ]
+
+
+def test_a_line_cut_by_a_crash_does_not_swallow_the_next(server: str, tmp_path: Path) -> None:
+    ledger, mutes = tmp_path / "posted.jsonl", tmp_path / "mutes.jsonl"
+    ledger.write_text('{"incident_id": "x1", "event": "ope')
+    assert _post([_incident("t1")], server, ledger) == (["t1#opened"], [])
+    assert _post([_incident("t1")], server, ledger) == ([], [])
+    mutes.write_text('{"alert_kind": "queue_stalled", "sub')
+    mute(mutes, "queue_stalled", "StalledQueue", timedelta(hours=1), "why", NOW)
+    assert list(active_mutes(mutes, NOW)) == [("queue_stalled", "StalledQueue")]
+    assert mutes.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_alert_ledger_of_before_counts_as_posted(server: str, tmp_path: Path) -> None:
+    """An incident's id is its first alert's id: posted alerts are incidents posted open."""
+    ledger = tmp_path / "alerts" / "incidents_posted.jsonl"
+    ledger.parent.mkdir()
+    (ledger.parent / "webhook_posted.jsonl").write_text(
+        json.dumps({"alert_id": "a1", "url": "http://…"}) + "\n"
+        + json.dumps({"alert_id": "a2", "url": "http://…"}) + "\n"
+        + json.dumps({"alert_id": "a2", "status": "resolved", "url": "http://…"}) + "\n"
+    )  # fmt: skip
+    incidents = [_incident("a1"), _incident("a2", status="resolved"), _incident("a3")]
+    assert _post(incidents, server, ledger) == (["a3#opened"], [])
+    assert _post([_incident("a1", status="resolved")], server, ledger) == (["a1#resolved"], [])
+
+
+def test_json_lines_keep_bidi_and_c1_controls_as_escapes() -> None:
+    (line,) = json_lines([{**_alert("a1"), "detail": "x\u202ey\x9b31m"}])
+    assert "\u202e" not in line and "\x9b" not in line
+    assert json.loads(line)["detail"] == "x\u202ey\x9b31m"
