@@ -67,8 +67,8 @@ def _cmd_alerts_mute(args: argparse.Namespace) -> int:
     from poisonwatch.alerts import run_mute
 
     return run_mute(
-        args.kind,
-        args.subject,
+        args.mute_kind,
+        args.mute_subject,
         getattr(args, "duration", None),
         getattr(args, "reason", ""),
         unmute=args.alerts_action == "unmute",
@@ -258,16 +258,25 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from poisonwatch.alerts import parse_duration
+    from poisonwatch.broker import resolve_broker
+    from poisonwatch.config import home
     from poisonwatch.serve import ServeOptions, print_status, run_serve, stop_server
 
     if args.status:
         return print_status(args.format)
     if args.stop:
         return stop_server()
+    brokers = [resolve_broker(name) for name in args.broker]
+    landing = Path(args.landing) if args.landing else None
+    if brokers and landing is None:
+        landing = home() / "landing"
+        landing.mkdir(parents=True, exist_ok=True)
     options = ServeOptions(
         port=args.port,
         every=parse_duration(args.every).total_seconds(),
-        landing=Path(args.landing) if args.landing else None,
+        landing=landing,
+        brokers=brokers,
+        collect_every=parse_duration(args.collect_every).total_seconds(),
         webhook=args.webhook,
         report=Path(args.report) if args.report else None,
         cycles=args.cycles,
@@ -475,8 +484,10 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=f"example: poisonwatch alerts {action} queue_stalled ExpenseQueue"
             + (' --for 2h --reason "draining by hand"' if action == "mute" else ""),
         )
-        q.add_argument("kind", metavar="KIND", help="the alert kind")
-        q.add_argument("subject", metavar="SUBJECT", help="queue, consumer or failure group")
+        q.add_argument("mute_kind", metavar="KIND", help="the alert kind")
+        q.add_argument(
+            "mute_subject", metavar="SUBJECT", help="queue, consumer or failure group (id start)"
+        )
         if action == "mute":
             q.add_argument("--for", dest="duration", required=True, help="30m, 2h, 7d")
             q.add_argument("--reason", required=True, help="why (shown beside the incident)")
@@ -652,6 +663,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--every", default="30s", help="time between cycles (default 30s)")
     p.add_argument("--landing", default=None, help="landing folder to ingest from every cycle")
+    p.add_argument(
+        "--broker",
+        action="append",
+        default=[],
+        metavar="URL|NAME",
+        help="collect this live broker's queues and DLQs into the landing folder (repeatable)",
+    )
+    p.add_argument(
+        "--collect-every", default="1m", help="time between collects from --broker (default 1m)"
+    )
     p.add_argument("--webhook", default=None, help="POST incidents: opened, severity, resolved")
     p.add_argument("--report", default=None, help="rewrite this report file after each build")
     p.add_argument("--cycles", type=_positive_int, default=None, help="stop after this many cycles")

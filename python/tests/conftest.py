@@ -37,6 +37,7 @@ LONGEST_FIRST = (
     "integration/test_store.py",
     "integration/test_build_spark.py",
     "e2e/test_serve.py",
+    "e2e/test_serve_broker.py",
     "integration/test_ingest_committed.py",
     "integration/test_checks.py",
     "integration/test_ingest.py",

@@ -7,8 +7,8 @@ HTTP) into the same files (`landing`), `artemis_actions` runs the same actions e
 there; `artemis_dist` fetches the distribution for tests.
 
 May import: poisonwatch.config, poisonwatch.textsafe, poisonwatch.warehouse; other jobs only
-through their package (`from poisonwatch.ingest import ingest`). Imported by remediation (apply)
-and the CLI, through this package only.
+through their package (`from poisonwatch.ingest import ingest`). Imported by remediation (apply),
+serve (`--broker`) and the CLI, through this package only.
 """
 
 from poisonwatch.broker.actions import LIVE_ACTION_TYPES, Outcome, ParkRecord, is_live_action

@@ -1,6 +1,7 @@
 """The server: a Thrift server inside the runner's own Spark driver, and the cycle.
 
-Every cycle lists the landing folder (no Spark when nothing changed), ingests what is new,
+Every cycle browses the live brokers named (`--broker`, at most every `--collect-every`) into
+the landing folder, lists it (no Spark when nothing changed), ingests what is new,
 runs the production build as far as the new data reaches, evaluates the alerts (posting new
 and resolved ones to the webhook) and rewrites the report. Each step is one of the store's
 crash-safe commands run in this driver, so a kill -9 at any point leaves what a killed
@@ -60,6 +61,9 @@ class ServeOptions:
     report: Path | None = None
     cycles: int | None = None
     data_tests: bool = True
+    # Live brokers (broker.BrokerTarget) browsed into the landing folder every collect_every s.
+    brokers: list[Any] = field(default_factory=list)
+    collect_every: float = 60.0
 
 
 @dataclass
@@ -71,6 +75,7 @@ class CycleResult:
     build_seconds: float | None = None
     alerts_new: int = 0
     alerts_resolved: int = 0
+    collected: int | None = None
     seconds: float = 0.0
     error: str | None = None
 
@@ -80,6 +85,8 @@ class CycleResult:
 
     def line(self) -> str:
         parts = [f"cycle {self.number}"]
+        if self.collected:
+            parts.append(f"collected {self.collected:,} message{'s' * (self.collected != 1)}")
         if self.idle:
             parts.append("nothing new")
         if self.files or self.build_seconds is not None:
@@ -104,6 +111,7 @@ class _State:
     status: dict[str, Any] = field(default_factory=dict)
     retry_posts: bool = False
     mutes: frozenset[tuple[str, str]] = frozenset()
+    collected_at: float | None = None
 
     def step(self, name: str) -> None:
         """Say in the status file what the server is doing now."""
@@ -158,6 +166,12 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
     result = CycleResult(number)
     quiet = Console(file=io.StringIO(), width=80)
     files: dict[str, tuple[int, int]] = {}
+    if options.brokers and (
+        state.collected_at is None or started - state.collected_at >= options.collect_every
+    ):
+        state.step("collect")
+        state.collected_at = started
+        _collect_step(options, result, quiet)
     if options.landing is not None:
         files = landing_files(options.landing)
     new = [name for name, seen in files.items() if state.seen.get(name) != seen]
@@ -208,6 +222,23 @@ def run_cycle(engine: Any, options: ServeOptions, state: _State, number: int) ->
     return result
 
 
+def _collect_step(options: ServeOptions, result: CycleResult, quiet: Console) -> None:
+    """Browse each broker's queues and DLQs into the landing folder (no Spark: files only);
+    a broker that cannot be reached is this cycle's error, the others are still collected."""
+    from poisonwatch import broker
+
+    assert options.landing is not None
+    result.collected = 0
+    problems = []
+    for target in options.brokers:
+        collected = broker.collect(target, [], out=options.landing, count=1, console=quiet)
+        result.collected += collected.messages
+        if collected.error:
+            problems.append(f"collect {terminal(target.name)}: {terminal(collected.error)}")
+    if problems:
+        result.error = "; ".join(problems)
+
+
 def _mutes(state: _State) -> bool:
     """True when the running mutes differ from those of the last alerts step."""
     from poisonwatch.alerts import active_mutes, mutes_path, now_utc
@@ -235,9 +266,14 @@ def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: Cycl
     result.alerts_new = len(now_open - before)
     result.alerts_resolved = len(before - now_open)
     state.open_alerts = now_open
-    if options.webhook and engine.table_exists("poisonwatch", "alert_incidents"):
+    if options.webhook:
         mutes = active_mutes(mutes_path(), now_utc())
         state.mutes = frozenset(mutes)
+        if not engine.table_exists("poisonwatch", "alert_incidents"):
+            # A store built before incidents existed: its next build makes the mart.
+            state.retry_posts = False
+            result.error = "webhook: no mart alert_incidents yet (the next build makes it)"
+            return True
         _, errors = post_incident_events(
             load_incidents(engine), options.webhook, ledger_path(), mutes
         )
@@ -369,6 +405,7 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
                 "attempts": result.attempts,
                 "alerts_new": result.alerts_new,
                 "alerts_resolved": result.alerts_resolved,
+                "collected": result.collected,
                 "is_idle": result.idle,
             }
             write_status(status)
