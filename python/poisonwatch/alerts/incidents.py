@@ -283,7 +283,8 @@ def print_incidents(incidents: list[dict[str, Any]], console: Console | None = N
             f"[bold]{i['alert_kind']}[/bold] {textsafe.terminal(subject)} "
             f"({when}, {i['alert_count']} alert(s))"
         )
-        lines = [head, "owner " + textsafe.terminal(i.get("owner_team") or "-")]
+        owner = " ".join(str(i[k]) for k in ("owner_team", "owner_channel") if i.get(k))
+        lines = [head, "owner " + textsafe.terminal(owner or "-")]
         if i.get("muted"):
             lines.append(
                 f"[yellow]muted until {textsafe.terminal(i['muted']['until'])}: "

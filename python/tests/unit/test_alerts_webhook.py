@@ -339,7 +339,7 @@ def test_incidents_print_in_80_columns_inert_with_their_mute(tmp_path: Path) -> 
     assert "queue_stalled Q\\x1b[2J[bold]x (open since 2026-03-01 03:30 UTC" in screen
     assert "group 3aa46317c92c (resolved at 2026-03-01 04:00 UTC" in screen
     assert "muted until" in screen and "[red]known[/red]" in screen
-    assert "owner expenses" in screen and "\x1b" not in screen
+    assert "owner expenses #expenses-oncall" in screen and "\x1b" not in screen
 
 
 def test_an_incident_whose_id_moves_with_the_lookback_is_not_posted_again(
