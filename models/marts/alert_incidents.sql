@@ -35,7 +35,9 @@ alerts_with_policies_ranked as (
         policies.quiet_minutes,
         {{ alert_policy_rank('policies', ['alerts.alert_id']) }} as policy_rank
     from alerts
-    {{ alert_policy_join('policies', 'alerts.alert_kind', 'alerts.broker_kind', 'alerts.queue_name') }}
+    {{ alert_policy_join(
+        'policies', 'alerts.alert_kind', 'alerts.broker_kind', 'alerts.queue_name'
+    ) }}
 ),
 
 alerts_with_quiet_minutes as (
@@ -45,18 +47,27 @@ alerts_with_quiet_minutes as (
 
 {# An alert opens an incident when the subject's alert before it was last seen at least the
    quiet period before it first fired; the running count of openings numbers the incidents. #}
+alerts_with_previous as (
+    select
+        *,
+        lag(last_seen_at) over (
+            partition by {{ subject | join(', ') }}
+            order by first_seen_at
+        ) as previous_last_seen_at
+    from alerts_with_quiet_minutes
+),
+
 alerts_sequenced as (
     select
         *,
         case
-            when lag(last_seen_at) over (
-                partition by {{ subject | join(', ') }}
-                order by first_seen_at
-            ) > first_seen_at - make_interval(0, 0, 0, 0, 0, quiet_minutes, 0)
+            when
+                previous_last_seen_at
+                > first_seen_at - make_interval(0, 0, 0, 0, 0, quiet_minutes, 0)
                 then 0
             else 1
         end as is_incident_start
-    from alerts_with_quiet_minutes
+    from alerts_with_previous
 ),
 
 alerts_numbered as (
@@ -111,6 +122,17 @@ incidents_with_owners_ranked as (
         incidents_with_status.*,
         owners.owner_team,
         owners.owner_channel,
+        coalesce(
+            incidents_with_status.consumer_id,
+            incidents_with_status.queue_name,
+            incidents_with_status.failure_group_id
+        ) as subject,
+        case
+            when incidents_with_status.status = 'resolved'
+                then
+                    incidents_with_status.last_seen_at
+                    + make_interval(0, 0, 0, 0, 0, incidents_with_status.quiet_minutes, 0)
+        end as resolved_at,
         row_number() over (
             partition by incidents_with_status.incident_id
             order by
@@ -138,13 +160,10 @@ final as (
         queue_name,
         consumer_id,
         failure_group_id,
-        coalesce(consumer_id, queue_name, failure_group_id) as subject,
+        subject,
         first_seen_at,
         last_seen_at,
-        case
-            when status = 'resolved'
-                then last_seen_at + make_interval(0, 0, 0, 0, 0, quiet_minutes, 0)
-        end as resolved_at,
+        resolved_at,
         status,
         alert_count,
         latest_alert_id,

@@ -36,7 +36,23 @@ final as (
             'failure_group_id',
             'first_seen_at',
         ]) }} as alert_id,
-        *
+        alert_kind,
+        severity,
+        broker_kind,
+        server_name,
+        database_name,
+        broker_name,
+        queue_name,
+        consumer_id,
+        failure_group_id,
+        first_seen_at,
+        last_seen_at,
+        status,
+        observed_value,
+        baseline_value,
+        threshold,
+        detail,
+        resolved_retention_hours
     from all_alerts
 )
 
