@@ -3,7 +3,7 @@
 After the fresh-driver phases, `poisonwatch serve` runs on the store with a landing folder of
 its own and a webhook receiver on 127.0.0.1. It times the server's start; an increment newer
 than the delta, from the files' arrival to the end of the cycle that ingested it, built and
-evaluated the alerts (and to the webhook's post, when the alerts changed); idle cycles;
+evaluated the alerts (and to the webhook's first post, when it posted an incident); idle cycles;
 `poisonwatch sql` answered through the server; and the server's resident memory after its
 first cycle and after the last.
 """
@@ -40,6 +40,7 @@ SERVE_KEYS = (
     "serve_rss_mb_last",
     "serve_cycles",
     "serve_alerts_changed",
+    "serve_posts",
 )
 IDLE_CYCLES = 5
 SQL_RUNS = 3
@@ -218,6 +219,7 @@ def _increment(
     return {
         "serve_attempts": last["attempts"],
         "serve_alerts_changed": last["alerts_new"] + last["alerts_resolved"],
+        "serve_posts": last.get("incident_posts", 0),
         "serve_increment_s": round(done, 3),
         "serve_increment_build_s": round(last["build_seconds"], 3),
         "serve_webhook_s": round(arrivals[0] - started, 3) if arrivals else None,

@@ -76,6 +76,7 @@ class CycleResult:
     alerts_new: int = 0
     alerts_resolved: int = 0
     collected: int | None = None
+    posted: int = 0
     seconds: float = 0.0
     error: str | None = None
 
@@ -274,9 +275,10 @@ def _alerts_step(engine: Any, options: ServeOptions, state: _State, result: Cycl
             state.retry_posts = False
             result.error = "webhook: no mart alert_incidents yet (the next build makes it)"
             return True
-        _, errors = post_incident_events(
+        posted, errors = post_incident_events(
             load_incidents(engine), options.webhook, ledger_path(), mutes
         )
+        result.posted = len(posted)
         # A refused post is tried again next cycle; the cycle carries on to the report.
         state.retry_posts = bool(errors)
         if errors:
@@ -406,6 +408,7 @@ def run_serve(options: ServeOptions, console: Console | None = None) -> int:
                 "alerts_new": result.alerts_new,
                 "alerts_resolved": result.alerts_resolved,
                 "collected": result.collected,
+                "incident_posts": result.posted,
                 "is_idle": result.idle,
             }
             write_status(status)
