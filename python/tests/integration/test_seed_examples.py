@@ -163,7 +163,7 @@ def test_a_build_with_nothing_new_starts_no_spark(store: dict[str, Any]) -> None
 def test_marts_carry_their_contracts_check_constraints(store: dict[str, Any]) -> None:
     """Each mart's Delta table holds the check constraints its YAML names, and Delta enforces
     them: written in the create statement (macros/utils/tblproperties_clause.sql)."""
-    assert len(CHECKS) == 8, sorted(CHECKS)
+    assert len(CHECKS) == 9, sorted(CHECKS)
     for mart, names in CHECKS.items():
         keys = {k for k, _ in store[f"properties {mart}"]}
         held = {k.removeprefix("delta.constraints.") for k in keys if "constraints." in k}
