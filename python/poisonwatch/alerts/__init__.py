@@ -3,8 +3,9 @@
 Owns reading the marts, the monitoring-plugin exit code (0 none, 1 warning, 2 critical), the table
 and JSON-lines output (`report`), the incidents' lifecycle and their posts to a webhook, once per
 opening, severity change and resolution, with a ledger of what was posted (`incidents`, over the
-HTTP of `webhook`), and operators' mutes (`mutes`). May import `poisonwatch.config`,
-`poisonwatch.textsafe` and `poisonwatch.warehouse`; other jobs use only what is exported here.
+HTTP of `webhook`), operators' mutes (`mutes`) and the terminal listing (`screen`). May import
+`poisonwatch.config`, `poisonwatch.textsafe` and `poisonwatch.warehouse`; other jobs use only what
+is exported here.
 """
 
 from poisonwatch.alerts.incidents import load_incidents, post_incident_events

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from poisonwatch import textsafe
 from poisonwatch.alerts.mutes import GROUP_PREFIX, mute_of
-from poisonwatch.alerts.webhook import open_ledger, post_json, redact
+from poisonwatch.alerts.screen import print_by_severity
+from poisonwatch.alerts.webhook import open_ledger, post_json, read_ledger, redact
 from poisonwatch.config import PoisonwatchError
 
 MART_DATABASE = "poisonwatch"
@@ -65,30 +65,17 @@ def incident_key(incident: dict[str, Any]) -> str:
     return json.dumps([incident.get(c) for c in KEY_COLUMNS])
 
 
-def _entries(path: Path) -> list[dict[str, Any]]:
-    entries = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue  # a line torn by a crash: that post is made again
-            if isinstance(entry, dict):
-                entries.append(entry)
-    return entries
-
-
 def posts_by_incident(ledger: Path) -> dict[str, list[dict[str, Any]]]:
     """The ledger's posts per incident id, in the order they were made (a store that has only
     the alert ledger of before: its posted alerts as opened, resolved ones as resolved)."""
     posts: dict[str, list[dict[str, Any]]] = defaultdict(list)
     legacy = ledger.with_name(LEGACY_LEDGER)
     if not ledger.exists() and legacy.exists():
-        for entry in _entries(legacy):
+        for entry in read_ledger(legacy):
             if isinstance(entry.get("alert_id"), str):
                 event = "resolved" if entry.get("status") == "resolved" else "opened"
                 posts[entry["alert_id"]].append({"event": event, "severity": None})
-    for entry in _entries(ledger):
+    for entry in read_ledger(ledger):  # a cut line: posted again
         if isinstance(entry.get("incident_id"), str) and isinstance(entry.get("event"), str):
             posts[entry["incident_id"]].append(entry)
     return posts
@@ -113,31 +100,22 @@ def due_event(incident: dict[str, Any], posts: list[dict[str, Any]]) -> str | No
     return None
 
 
-def _continued(
-    incident: dict[str, Any],
-    made: dict[str, list[dict[str, Any]]],
-    current: set[str],
-) -> dict[str, Any] | None:
-    """The ledger entry that carries an incident over from the id it had before, when one of
-    the same kind and subject was posted open, not resolved, and is no longer in the mart (its
-    first alert left the lookback, which moves its first_seen_at and so its id)."""
-    key = incident_key(incident)
+def _open_elsewhere(made: dict[str, list[dict[str, Any]]], current: set[str]) -> dict[str, str]:
+    """incident_key -> id, for incidents posted open, not resolved and no longer in the mart
+    (the first such id of a key): those an incident of the same kind and subject carries on,
+    when its first alert left the lookback, which moves its first_seen_at and so its id."""
+    found: dict[str, str] = {}
     for old_id, posts in made.items():
-        events = [p["event"] for p in posts]
+        events = {p["event"] for p in posts}
+        key = posts[-1].get("incident_key") if posts else None
         if (
-            old_id not in current
-            and posts[-1].get("incident_key") == key
-            and ("opened" in events or "continued" in events)
+            key is not None
+            and old_id not in current
+            and events & {"opened", "continued"}
             and "resolved" not in events
         ):
-            return {
-                "incident_id": str(incident["incident_id"]),
-                "incident_key": key,
-                "event": "continued",
-                "from": old_id,
-                "severity": posts[-1].get("severity"),
-            }
-    return None
+            found.setdefault(key, old_id)
+    return found
 
 
 def _when(value: Any) -> str:
@@ -201,18 +179,24 @@ def post_incident_events(
         raise PoisonwatchError(f"--webhook must be an http:// or https:// URL, got {redact(url)}")
     shown = redact(url)
     made = posts_by_incident(ledger)
-    current = {str(i["incident_id"]) for i in incidents}
+    elsewhere = _open_elsewhere(made, {str(i["incident_id"]) for i in incidents})
     posted: list[str] = []
     errors: list[str] = []
     for incident in incidents:
         incident_id = str(incident["incident_id"])
-        if not made[incident_id]:
-            carried = _continued(incident, made, current)
-            if carried is not None:
-                with open_ledger(ledger) as fh:
-                    fh.write(json.dumps(carried) + "\n")
-                made[incident_id].append(carried)
-                del made[carried["from"]]
+        key = incident_key(incident)
+        if not made[incident_id] and key in elsewhere:
+            old_id = elsewhere.pop(key)
+            carried = {
+                "incident_id": incident_id,
+                "incident_key": key,
+                "event": "continued",
+                "from": old_id,
+                "severity": made.pop(old_id)[-1].get("severity"),
+            }
+            with open_ledger(ledger) as fh:
+                fh.write(json.dumps(carried) + "\n")
+            made[incident_id].append(carried)
         event = due_event(incident, made[incident_id])
         if event is None or mute_of(incident, mutes) is not None:
             continue
@@ -223,7 +207,7 @@ def post_incident_events(
             continue
         entry = {
             "incident_id": incident_id,
-            "incident_key": incident_key(incident),
+            "incident_key": key,
             "event": event,
             "severity": incident["severity"],
             "posted_at": datetime.now().astimezone().isoformat(),
@@ -264,13 +248,7 @@ def lifecycle(
 def print_incidents(incidents: list[dict[str, Any]], console: Console | None = None) -> None:
     """One entry per incident within 80 columns: severity, kind, subject, status, alerts and
     owner, then mute and detail under it (texts made inert)."""
-    console = console or Console(width=80)
-    if not incidents:
-        console.print("no incidents")
-        return
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(width=4, no_wrap=True)
-    grid.add_column(overflow="fold")
+    entries = []
     for i in incidents:
         when = {
             "open": f"open since {_when(i['first_seen_at'])}",
@@ -291,5 +269,5 @@ def print_incidents(incidents: list[dict[str, Any]], console: Console | None = N
                 f"{textsafe.terminal(i['muted']['reason'], limit=120)}[/yellow]"
             )
         lines.append(textsafe.terminal(i.get("detail"), limit=240))
-        grid.add_row("CRIT" if i["severity"] == "critical" else "WARN", "\n".join(lines))
-    console.print(grid)
+        entries.append((i["severity"], "\n".join(lines)))
+    print_by_severity(entries, "no incidents", console)

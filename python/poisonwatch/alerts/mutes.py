@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from poisonwatch.alerts.webhook import open_ledger
+from poisonwatch.alerts.webhook import open_ledger, read_ledger
 from poisonwatch.config import PoisonwatchError
 
 # The incident columns a mute's SUBJECT may name (as `alerts` and the report show them); a
@@ -66,15 +66,13 @@ def unmute(path: Path, kind: str, subject: str, now: datetime) -> bool:
 def active_mutes(path: Path, now: datetime) -> dict[tuple[str, str], dict[str, Any]]:
     """(kind, subject) -> the latest mute entry, for mutes still running at `now`."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(line)
-                key = (str(entry["alert_kind"]), str(entry["subject"]))
-                entry["until_at"] = datetime.fromisoformat(entry["until"])
-            except (ValueError, KeyError, TypeError):
-                continue  # a line torn by a crash: that mute was never confirmed
-            latest[key] = entry
+    for entry in read_ledger(path):  # a line a crash cut short: that mute was never confirmed
+        try:
+            key = (str(entry["alert_kind"]), str(entry["subject"]))
+            entry["until_at"] = datetime.fromisoformat(entry["until"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        latest[key] = entry
     return {k: e for k, e in latest.items() if e["until_at"] > now}
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from poisonwatch import textsafe
 from poisonwatch.alerts.mutes import GROUP_PREFIX
+from poisonwatch.alerts.screen import print_by_severity
 from poisonwatch.config import PoisonwatchError, home
 
 MART_DATABASE = "poisonwatch"
@@ -52,14 +52,17 @@ def load_alerts(
     alerts = [dict(zip(columns, row, strict=True)) for row in rows]
     if kinds:
         alerts = [a for a in alerts if a["alert_kind"] in kinds]
-    if since is not None:
-        alerts = [
-            a
-            for a in alerts
-            if isinstance(a["last_seen_at"], datetime)
-            and a["last_seen_at"] >= a["evaluated_at"] - since
-        ]
-    return alerts
+    return alerts if since is None else seen_within(alerts, since)
+
+
+def seen_within(rows: list[dict[str, Any]], since: timedelta) -> list[dict[str, Any]]:
+    """The alerts or incidents last seen within `since` before the mart's clock."""
+    return [
+        r
+        for r in rows
+        if isinstance(r["last_seen_at"], datetime)
+        and r["last_seen_at"] >= r["evaluated_at"] - since
+    ]
 
 
 def exit_code(alerts: list[dict[str, Any]]) -> int:
@@ -99,24 +102,15 @@ def _subject(alert: dict[str, Any]) -> str:
 def print_alerts(alerts: list[dict[str, Any]], console: Console | None = None) -> None:
     """One entry per alert within 80 columns: severity, kind, subject, status and since, then
     the detail wrapped under it (texts made inert)."""
-    console = console or Console(width=80)
-    if not alerts:
-        console.print("no alerts")
-        return
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(width=4, no_wrap=True)
-    grid.add_column(overflow="fold")
+    entries = []
     for a in alerts:
         since = a["first_seen_at"].strftime("%Y-%m-%d %H:%M") if a["first_seen_at"] else "?"
         head = (
             f"[bold]{a['alert_kind']}[/bold] {textsafe.terminal(_subject(a))} "
             f"({a['status']} since {since})"
         )
-        grid.add_row(
-            "CRIT" if a["severity"] == "critical" else "WARN",
-            head + "\n" + textsafe.terminal(a["detail"], limit=240),
-        )
-    console.print(grid)
+        entries.append((a["severity"], head + "\n" + textsafe.terminal(a["detail"], limit=240)))
+    print_by_severity(entries, "no alerts", console)
 
 
 def ledger_path() -> Path:
@@ -157,12 +151,7 @@ def run_alerts(
     if incidents:
         listed = lifecycle(found, ledger_path(), mutes)
         if window is not None:
-            listed = [
-                i
-                for i in listed
-                if isinstance(i["last_seen_at"], datetime)
-                and i["last_seen_at"] >= i["evaluated_at"] - window
-            ]
+            listed = seen_within(listed, window)
         if not include_resolved:
             listed = [i for i in listed if i["status"] != "resolved"]
         if fmt == "json":

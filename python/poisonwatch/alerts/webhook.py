@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import http.client
+import json
 import os
 import socket
 import threading
@@ -184,6 +185,20 @@ def post_json(url: str, body: bytes, timeout: float) -> str | None:
     if not 200 <= status < 300:
         return f"HTTP {status}"
     return None
+
+
+def read_ledger(ledger: Path) -> list[dict[str, Any]]:
+    """The ledger's entries in order; a line a crash cut short (not a JSON object) is skipped."""
+    entries = []
+    if ledger.exists():
+        for line in ledger.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                entries.append(entry)
+    return entries
 
 
 def open_ledger(ledger: Path) -> Any:

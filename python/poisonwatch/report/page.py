@@ -246,30 +246,25 @@ def sections(data: ReportData) -> list[Section]:
             table(["action", "status", "actions", "needs review"], data.actions),
         )
     )
-    if data.alerts is not None:
-        headers, *rows = data.alerts
-        out.append(
-            Section(
-                "alerts",
-                "Alerts",
-                "Open and recently resolved alerts from the alerts mart (latest 50).",
-                "",
-                table(list(headers), rows),
-            )
-        )
-    if data.incidents is not None:
-        headers, *rows = data.incidents
-        out.append(
-            Section(
-                "incidents",
-                "Incidents",
-                "Each subject's alerts grouped while they recur within their quiet period, from "
-                "the alert_incidents mart, with their owner (latest 50; open, then quiet, then "
-                "resolved). Mutes and webhook posts: poisonwatch alerts --incidents.",
-                "",
-                table(list(headers), rows),
-            )
-        )
+    for key, title, note, found in (
+        (
+            "alerts",
+            "Alerts",
+            "Open and recently resolved alerts from the alerts mart (latest 50).",
+            data.alerts,
+        ),
+        (
+            "incidents",
+            "Incidents",
+            "Each subject's alerts grouped while they recur within their quiet period, from "
+            "the alert_incidents mart, with their owner (latest 50; open, then quiet, then "
+            "resolved). Mutes and webhook posts: poisonwatch alerts --incidents.",
+            data.incidents,
+        ),
+    ):
+        if found is not None:
+            headers, *rows = found
+            out.append(Section(key, title, note, "", table(list(headers), rows)))
     out.extend(_backtest_sections(data))
     return out
 

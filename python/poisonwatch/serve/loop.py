@@ -1,11 +1,11 @@
 """The server: a Thrift server inside the runner's own Spark driver, and the cycle.
 
 Every cycle browses the live brokers named (`--broker`, at most every `--collect-every`) into
-the landing folder, lists it (no Spark when nothing changed), ingests what is new,
-runs the production build as far as the new data reaches, evaluates the alerts (posting new
-and resolved ones to the webhook) and rewrites the report. Each step is one of the store's
-crash-safe commands run in this driver, so a kill -9 at any point leaves what a killed
-`ingest`, `build` or `apply` leaves, and a restart carries on.
+the landing folder, lists it (no Spark when nothing changed), ingests what is new, runs the
+production build as far as the new data reaches, evaluates the alerts (posting the incidents'
+openings, severity changes and resolutions to the webhook) and rewrites the report. Each step
+is one of the store's crash-safe commands run in this driver, so a kill -9 at any point leaves
+what a killed `ingest`, `build` or `apply` leaves, and a restart carries on.
 """
 
 from __future__ import annotations
