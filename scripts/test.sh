@@ -43,14 +43,32 @@ step() {
     local name=$1
     shift
     echo "=== [$name] $*"
-    local start=$SECONDS
+    local start=$SECONDS cpu_before
+    children_cpu
+    cpu_before=$CPU_NOW
     if "$@"; then
-        echo "=== [$name] ok ($((SECONDS - start)) s)"
+        children_cpu
+        echo "=== [$name] ok ($((SECONDS - start)) s, $((CPU_NOW - cpu_before)) CPU s)"
         echo "$name ok" >>"$RESULTS"
     else
-        echo "=== [$name] FAILED ($((SECONDS - start)) s)"
+        children_cpu
+        echo "=== [$name] FAILED ($((SECONDS - start)) s, $((CPU_NOW - cpu_before)) CPU s)"
         echo "$name FAILED" >>"$RESULTS"
     fi
+}
+
+# CPU_NOW: the CPU seconds (user + system) of the processes this shell has waited for so far,
+# from bash's `times`, a builtin that reports the shell it runs in (so never inside a command
+# substitution, which is a subshell). A step's CPU is what it cost the two cores, whatever ran
+# beside it; a server in the background counts once it is waited for.
+children_cpu() {
+    local file="$WORK/.times-$BASHPID"
+    times >"$file"
+    CPU_NOW=$(awk 'NR == 2 {
+        total = 0
+        for (i = 1; i <= 2; i++) { split($i, t, "m"); total += t[1] * 60 + t[2] }
+        printf "%.0f", total
+    }' "$file")
 }
 
 # Runs a command and passes when it exits with the given code (monitoring-plugin exit codes).
@@ -140,7 +158,7 @@ fi
 #   lane 2: the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 pytest_main() {
-    POISONWATCH_HOME="$WORK/store-pytest" \
+    POISONWATCH_HOME="$WORK/store-pytest" POISONWATCH_TEST_CPU_LOG="$CPU_LOG" \
         python -m pytest -q -p no:cacheprovider python/tests -m "not cluster" \
         -n 2 --dist loadfile --no-loadscope-reorder --basetemp "$WORK/pytest" --durations=40
 }
@@ -254,8 +272,11 @@ alert_steps() {
 
 demo_and_its_store >"$LANE_TWO_LOG" 2>&1 &
 lane_two_pid=$!
+CPU_LOG="$WORK/pytest-cpu.tsv"
 step pytest pytest_main
 lane_one_seconds=$SECONDS
+echo "--- pytest's CPU seconds by module (each worker's and its children's, test by test):"
+(cd python/tests && python -m support.cpu_log "$CPU_LOG")
 # A lane-two shell that was killed (the watchdog) wrote no FAILED line for its step.
 wait "$lane_two_pid" || echo "lane-two FAILED" >>"$RESULTS"
 lane_two_pid=
@@ -267,6 +288,7 @@ cat "$LANE_TWO_LOG"
 
 passed=$(grep -c ' ok$' "$RESULTS")
 mapfile -t failed < <(grep ' FAILED$' "$RESULTS" | cut -d' ' -f1)
-echo "poisonwatch tests finished in ${SECONDS} s${failed:+; failed steps: ${failed[*]}}"
+children_cpu
+echo "poisonwatch tests finished in ${SECONDS} s, ${CPU_NOW} CPU s${failed:+; failed steps: ${failed[*]}}"
 echo "steps: $passed passed, ${#failed[@]} failed"
 [ ${#failed[@]} -eq 0 ]

@@ -18,6 +18,9 @@ from support.child_python import SharedChild
 # A skip under CI=true fails the run (ci_strict.py says why).
 from support.ci_strict import pytest_runtest_makereport  # noqa: F401
 
+# With POISONWATCH_TEST_CPU_LOG set, each test's CPU seconds are logged (cpu_log.py says why).
+from support.cpu_log import pytest_runtest_protocol  # noqa: F401
+
 # The work units that take longest, longest first (module totals from the durations `make test`
 # prints): the workers take whole units (`--dist loadfile --no-loadscope-reorder`; the modules on
 # the shared store are one unit, "shared-store") in collection order, so starting these first
