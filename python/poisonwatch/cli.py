@@ -280,7 +280,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         webhook=args.webhook,
         report=Path(args.report) if args.report else None,
         cycles=args.cycles,
-        data_tests=not args.no_data_tests,
+        data_tests=False if args.no_data_tests else None,
     )
     return run_serve(options)
 

@@ -170,6 +170,21 @@ def table_format() -> str:
     return value
 
 
+# Production builds run dbt's data tests unless this says `off`: a quicker build of models and
+# seeds where the data tests run elsewhere (serve's `--no-data-tests` for one server).
+DATA_TESTS_ENV = "POISONWATCH_DATA_TESTS"
+
+
+def data_tests_on() -> bool:
+    """Whether a production build runs the data tests: POISONWATCH_DATA_TESTS, `on` unset."""
+    raw = os.environ.get(DATA_TESTS_ENV, "on").strip().lower()
+    if raw in ("on", "1", "true", "yes"):
+        return True
+    if raw in ("off", "0", "false", "no"):
+        return False
+    raise PoisonwatchError(f"{DATA_TESTS_ENV} must be on or off, not {raw!r}")
+
+
 @dataclass(frozen=True)
 class JavaInfo:
     path: str

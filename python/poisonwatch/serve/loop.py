@@ -60,7 +60,7 @@ class ServeOptions:
     webhook: str | None = None
     report: Path | None = None
     cycles: int | None = None
-    data_tests: bool = True
+    data_tests: bool | None = None  # None: POISONWATCH_DATA_TESTS decides
     # Live brokers (broker.BrokerTarget) browsed into the landing folder every collect_every s.
     brokers: list[Any] = field(default_factory=list)
     collect_every: float = 60.0

@@ -49,7 +49,13 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from poisonwatch.config import PoisonwatchError, home, project_root, target_name
+from poisonwatch.config import (
+    PoisonwatchError,
+    data_tests_on,
+    home,
+    project_root,
+    target_name,
+)
 from poisonwatch.warehouse.schemas import BATCH_RE
 
 # The project files a build's result depends on (dbt's own parse inputs, less docs-only folders).
@@ -350,11 +356,12 @@ def production_build(
     engine: Any,
     target: str | None = None,
     full_refresh: bool = False,
-    data_tests: bool = True,
+    data_tests: bool | None = None,
     console: Console | None = None,
 ) -> BuildResult:
     """Run the production build as far as new input reaches (or not at all); see the module
-    docstring. `data_tests=False` also excludes data tests (the bench's quick mode)."""
+    docstring. `data_tests=False` also excludes data tests (the bench's quick mode); None
+    follows POISONWATCH_DATA_TESTS (config.data_tests_on)."""
     from poisonwatch.warehouse.dbtrun import run_dbt
 
     console = console or Console(stderr=True)
@@ -376,7 +383,7 @@ def production_build(
             )
         console.print(f"poisonwatch build: skipped, {reason}")
         return BuildResult(False, reason, [], changed, time.monotonic() - started, inputs)
-    if not data_tests:
+    if not (data_tests_on() if data_tests is None else data_tests):
         args = without_data_tests(args)
     console.print(f"poisonwatch build: {reason}\n  dbt {' '.join(args)}")
     run_dbt(

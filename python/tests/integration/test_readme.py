@@ -83,6 +83,8 @@ def test_runnable_blocks_run_as_written(tmp_path: Path) -> None:
         "POISONWATCH_TARGET": "local",
         "TMPDIR": str(tmp),
         "COLUMNS": "120",
+        # Models and seeds only: the data tests run in the demo's builds (scripts/test.sh).
+        "POISONWATCH_DATA_TESTS": "off",
     }
     env.pop("POISONWATCH_PROJECT_DIR", None)
 

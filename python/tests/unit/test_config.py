@@ -149,3 +149,14 @@ def test_a_spark_configuration_folder_is_read_off_the_class_path(
     monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
     launch("-XX:SharedArchiveFile=/a.jsa")
     assert seen.pop() == (None, "pyspark-shell")
+
+
+def test_data_tests_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(config.DATA_TESTS_ENV, raising=False)
+    assert config.data_tests_on() is True
+    for said, on in (("off", False), ("0", False), (" OFF ", False), ("on", True), ("1", True)):
+        monkeypatch.setenv(config.DATA_TESTS_ENV, said)
+        assert config.data_tests_on() is on, said
+    monkeypatch.setenv(config.DATA_TESTS_ENV, "sometimes")
+    with pytest.raises(config.PoisonwatchError, match="POISONWATCH_DATA_TESTS must be on or off"):
+        config.data_tests_on()
