@@ -88,6 +88,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         keep=args.keep,
         data_tests=not args.no_data_tests,
         increment=args.increment,
+        serve=not args.no_serve,
     )
     return 0
 
@@ -722,6 +723,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-data-tests",
         action="store_true",
         help="time models and seeds only (dbt data tests excluded); the row is marked as such",
+    )
+    p.add_argument(
+        "--no-serve", action="store_true", help="leave out the serve phase after the others"
     )
     p.set_defaults(func=_cmd_bench)
 

@@ -45,7 +45,7 @@ from rich.console import Console
 from rich.table import Table
 
 from poisonwatch.bench.procs import java_descendants, vm_hwm_mib
-from poisonwatch.bench.serve import SERVE_COLUMNS, SERVE_KEYS, serve_phase, serve_rows
+from poisonwatch.bench.serve import SERVE_COLUMNS, serve_phase, serve_rows
 from poisonwatch.config import PoisonwatchError, check_java, home, project_root
 
 DEFAULT_SIZES = (100_000, 1_000_000, 10_000_000)
@@ -97,7 +97,6 @@ REQUIRED_KEYS = (
     "measured_at",
     "machine",
     "spark_conf",
-    *SERVE_KEYS,
 )
 
 console = Console()
@@ -679,6 +678,27 @@ def _run_child(
     return json.loads(result_path.read_text(encoding="utf-8"))
 
 
+def _serve(
+    size_dir: Path, work: Path, attempts: int, label: str, data_tests: bool
+) -> dict[str, Any]:
+    """The serve phase on the size's store; its figures, or why it has none (`serve_error`)."""
+    try:
+        serving = serve_phase(
+            size_dir / "store",
+            size_dir / "serve-delta",
+            size_dir / "serve-landing",
+            work / f"serve-{attempts}.log",
+            _child_env(size_dir / "store"),
+            data_tests,
+            lambda step, s: console.print(f"  {label}: {step} [dim]{_fmt(s, '.2f')} s[/dim]"),
+        )
+    except PoisonwatchError as exc:
+        # The phases' figures stand; the entry says why it has no serve figures.
+        console.print(f"  {label}: [red]serve failed[/red]: {exc}", soft_wrap=True)
+        serving = {"serve_error": " ".join(str(exc).split())[:2000]}
+    return serving
+
+
 def bench_size(
     attempts: int,
     seed: int,
@@ -688,9 +708,11 @@ def bench_size(
     machine: dict[str, Any],
     data_tests: bool = True,
     increment: int | None = None,
+    serve: bool = True,
 ) -> dict[str, Any]:
     """Measure one size: generate, split, run the child; returns the results entry. With
-    `increment`, the delta holds about that many attempts instead of 1 % of the size."""
+    `increment`, the delta holds about that many attempts instead of 1 % of the size; without
+    `serve`, no serve phase (the entry's `serve_skipped`)."""
     from poisonwatch.generate import generate
 
     label = f"{attempts:,} attempts"
@@ -727,22 +749,10 @@ def bench_size(
             _run_child(size_dir, split, log_path, status, label, data_tests, phase, batch)
         )
     child = merge_phases(phases)
-    status.update(f"{label}: serve …")
-    serving: dict[str, Any]
-    try:
-        serving = serve_phase(
-            size_dir / "store",
-            size_dir / "serve-delta",
-            size_dir / "serve-landing",
-            work / f"serve-{attempts}.log",
-            _child_env(size_dir / "store"),
-            data_tests,
-            lambda step, s: console.print(f"  {label}: {step} [dim]{_fmt(s, '.2f')} s[/dim]"),
-        )
-    except PoisonwatchError as exc:
-        # The phases' figures stand; the entry says why it has no serve figures.
-        console.print(f"  {label}: [red]serve failed[/red]: {exc}", soft_wrap=True)
-        serving = {"serve_error": " ".join(str(exc).split())[:2000]}
+    serving: dict[str, Any] = {"serve_skipped": True}
+    if serve:
+        status.update(f"{label}: serve …")
+        serving = _serve(size_dir, work, attempts, label, data_tests)
     entry: dict[str, Any] = {
         "attempts": attempts,
         "attempts_generated": split.attempts_total,
@@ -1046,6 +1056,7 @@ def run_bench(
     keep: bool = False,
     data_tests: bool = True,
     increment: int | None = None,
+    serve: bool = True,
 ) -> list[dict[str, Any]]:
     """Benchmark each size in fresh child processes (PHASES); merge into `out` and print the table.
 
@@ -1053,7 +1064,7 @@ def run_bench(
     a small and a large history) instead of 1 % of the size; smaller than every size.
 
     `data_tests=False` times models and seeds only (dbt's data tests excluded from both builds);
-    the entry records it and the table marks the row.
+    the entry records it and the table marks the row. `serve=False` leaves out the serve phase.
 
     Returns every entry of the results file after the merge. Each size is written as soon as it
     is timed, so a failure at a large size keeps the smaller ones.
@@ -1074,7 +1085,15 @@ def run_bench(
         for attempts in sizes:
             console.rule(f"[bold]bench: {attempts:,} attempts (seed {seed})")
             entry = bench_size(
-                attempts, seed, work, keep, status, machine, data_tests, increment=increment
+                attempts,
+                seed,
+                work,
+                keep,
+                status,
+                machine,
+                data_tests,
+                increment=increment,
+                serve=serve,
             )
             entries = merge_results(entries, [entry])
             write_results(out, entries)

@@ -1,7 +1,9 @@
-"""`poisonwatch bench` for real at a tiny size (Spark and dbt, a few minutes), its serve phase
-included: it runs and writes every field (the pure parts — delta split, record counts, merging
-results — are in unit/test_bench.py). Speed is never asserted: the benchmark only reports
-figures."""
+"""`poisonwatch bench` for real at a tiny size (Spark and dbt, a few minutes): it runs and writes
+every field of its phases (the pure parts — delta split, record counts, merging results, the
+serve table — are in unit/test_bench.py). Its serve phase, a `poisonwatch serve` on the same
+store, is left out here (`--no-serve`): the server's cycles, status figures and webhook are
+e2e/test_serve.py's, and `poisonwatch bench` runs the phase. Speed is never asserted: the
+benchmark only reports figures."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from poisonwatch.bench import ATTEMPT_DATASETS, PHASES, REQUIRED_KEYS, STEPS, run_bench
-from poisonwatch.bench.serve import IDLE_CYCLES
+from poisonwatch.bench.serve import SERVE_KEYS
 
 SIZE = 3000
 
@@ -50,7 +52,7 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     # Kept (`--keep`), so that the store's own files can be counted against the figures.
     started = time.monotonic()
     entries = run_bench(
-        [SIZE], seed=42, work=tmp_path / "work", out=out, data_tests=False, keep=True
+        [SIZE], seed=42, work=tmp_path / "work", out=out, data_tests=False, keep=True, serve=False
     )
     wall_s = time.monotonic() - started
 
@@ -131,34 +133,20 @@ def test_bench_end_to_end_at_a_tiny_size(tmp_path: Path) -> None:
     # Counted here, not by the bench: the raw tables hold every generated attempt, the delta's
     # batch (the newest) the increment's, the earlier ones the history's.
     by_batch = raw_rows_by_batch(tmp_path / "work" / str(SIZE) / "store" / "warehouse")
-    # The history's ingest, the delta's, and the server's increment, in that order.
-    history, delta_batch, served = sorted(by_batch)
+    # The history's ingest and the delta's, in that order; no serve phase, no server's increment.
+    history, delta_batch = sorted(by_batch)
     assert by_batch[history] == entry["attempts_loaded"], by_batch
     assert by_batch[delta_batch] == entry["incremental_attempts"], by_batch
-    assert by_batch[served] == entry["serve_attempts"] == entry["serve_attempts_landed"] > 0
-    # The server: started, answered SQL, took the increment in one cycle that built it, then
-    # cycled idle (an idle cycle lists the landing folder and starts no Spark job).
-    assert entry["serve_start_s"] > 0 and entry["serve_sql_s"] > 0
-    assert 0 < entry["serve_increment_build_s"] < entry["serve_increment_s"]
-    assert 0 <= entry["serve_idle_cycle_s"] < entry["serve_increment_build_s"]
-    # The webhook posts when the increment opened, changed or resolved an incident (an alert
-    # that resolves or fires anew within its incident's quiet period posts nothing), within
-    # its cycle.
-    if entry["serve_posts"]:
-        assert 0 < entry["serve_webhook_s"] <= entry["serve_increment_s"]
-    else:
-        assert entry["serve_webhook_s"] is None
-    assert (entry["serve_rss_mb_first"] or 0) > 100 and (entry["serve_rss_mb_last"] or 0) > 100
-    assert "serve_error" not in entry
-    assert (tmp_path / "work" / f"serve-{SIZE}.log").is_file()
-    assert entry["serve_cycles"] >= 2 + IDLE_CYCLES  # the first, the increment's, the idle ones
+    assert entry["serve_skipped"] is True
+    assert not [k for k in SERVE_KEYS if k in entry], entry
+    assert not (tmp_path / "work" / f"serve-{SIZE}.log").exists()
     # Timed here: every step ran inside run_bench, one after another, so their seconds add up
     # to less than its wall time; a dbt node's seconds fit inside its build's.
     assert sum(entry[f"{step}_s"] for step in STEPS) + entry["generate_s"] < wall_s, wall_s
     for name, nodes in slowest.items():
         assert all(seconds <= entry[f"{name}_s"] for _, seconds in nodes), (name, nodes)
     markdown = out.with_suffix(".md").read_text()
-    assert f"| {SIZE:,} | {entry['serve_attempts']:,} | " in markdown, markdown
+    assert "`poisonwatch serve` on the same store" not in markdown, markdown
     assert markdown.startswith("poisonwatch bench, measured ")
     assert f"| {SIZE:,} (no data tests) |" in markdown and "| 10,000,000 |" in markdown
     assert "| seq. floor s | full/seq |" in markdown and f"at {SIZE:,} attempts:" in markdown
