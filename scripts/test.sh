@@ -22,8 +22,10 @@ mkdir -p "$TMPDIR"
 # Test-only Spark settings go in Spark's own configuration folder, which every driver the suite
 # starts reads, so that profiles.yml stays what a user runs: on the tests' small inputs compiling
 # costs more than it saves, so Spark interprets its plans and the short-lived JVMs compile little
-# and collect garbage in one thread, and Delta neither writes per-file statistics nor reads them
-# to skip some of a table's few files (the demo, the main job, runs without this folder).
+# and collect garbage in one thread, Delta neither writes per-file statistics nor reads them to
+# skip some of a table's few files, and the metastore keeps the table definitions it read: each
+# store's embedded Derby admits one process at a time, so nothing changes them behind its back.
+# The demo, the main job, runs without this folder.
 export SPARK_CONF_DIR="$WORK/spark-conf"
 mkdir -p "$SPARK_CONF_DIR"
 cat >"$SPARK_CONF_DIR/spark-defaults.conf" <<'CONF'
@@ -32,6 +34,8 @@ spark.sql.codegen.factoryMode NO_CODEGEN
 spark.driver.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10
 spark.databricks.delta.stats.skipping false
 spark.databricks.delta.stats.collect false
+spark.hadoop.datanucleus.cache.level2 true
+spark.hadoop.datanucleus.cache.level2.type soft
 CONF
 SEED="${POISONWATCH_TEST_SEED:-11}"
 ATTEMPTS="${POISONWATCH_TEST_ATTEMPTS:-20000}"
