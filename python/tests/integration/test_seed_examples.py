@@ -135,6 +135,8 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
     build = pw(env, project, "build", "--ingest", str(tmp / "landing"))
     assert "0 row(s) written to raw.raw_rejects" in build.stdout, build.stdout[-3000:]
+    said = " ".join((build.stdout + build.stderr).split())
+    assert re.search(r"dbt build .*--exclude-resource-type (unit_test )?test\b", said), said[-3000:]
     again = pw(env, project, "build")
     (tmp / "sql").mkdir()
     rows = run_py(
