@@ -16,7 +16,13 @@
         {%- if existing.rows | length == 0 -%}
             {%- do run_query('create database if not exists ' ~ ops) -%}
         {%- endif -%}
-        {%- for table_name, columns in tables.items() -%}
+        {#- One listing instead of a `create table if not exists` per ledger on every run: on
+            Delta each of those reads the table's log even when it exists. -#}
+        {%- set present = [] -%}
+        {%- for row in run_query('show tables in ' ~ ops) -%}
+            {%- do present.append(row[1] | lower) -%}
+        {%- endfor -%}
+        {%- for table_name, columns in tables.items() if table_name not in present -%}
             {%- set ddl -%}
                 create table if not exists {{ ops }}.{{ table_name }} (
                     {%- for column_name, column_type in columns %}

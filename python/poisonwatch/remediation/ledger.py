@@ -269,10 +269,16 @@ def ensure_ops_tables(engine: Any) -> None:
     _, rows = engine.query(f"show databases like {sql_string(ops)}")
     if not rows:
         engine.execute(f"create database if not exists `{ops}`")
+    # One listing instead of a `create table if not exists` per ledger on every apply: on Delta
+    # each of those reads the table's log even when it exists.
+    _, listed = engine.query(f"show tables in `{ops}`")
+    present = {str(r[1]).lower() for r in listed}
     for table, columns in UNPARTITIONED_TABLES.items():
-        engine.execute(_ddl(table, columns, partitioned=False))
+        if table not in present:
+            engine.execute(_ddl(table, columns, partitioned=False))
     for table, columns in EFFECT_TABLES.items():
-        engine.execute(_ddl(table, columns, partitioned=True))
+        if table not in present:
+            engine.execute(_ddl(table, columns, partitioned=True))
 
 
 def committed_run_ids(engine: Any) -> set[str]:
