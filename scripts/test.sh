@@ -25,13 +25,15 @@ mkdir -p "$TMPDIR"
 # and collect garbage in one thread, Delta neither writes per-file statistics nor reads them to
 # skip some of a table's few files, and the metastore keeps the table definitions it read: each
 # store's embedded Derby admits one process at a time, so nothing changes them behind its back.
-# The demo, the main job, runs without this folder.
+# A cluster a test starts takes these settings too (`cluster start` copies this file), its
+# executors the same JVM options. The demo, the main job, runs without this folder.
 export SPARK_CONF_DIR="$WORK/spark-conf"
 mkdir -p "$SPARK_CONF_DIR"
 cat >"$SPARK_CONF_DIR/spark-defaults.conf" <<'CONF'
 spark.sql.codegen.wholeStage false
 spark.sql.codegen.factoryMode NO_CODEGEN
 spark.driver.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10
+spark.executor.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10
 spark.databricks.delta.stats.skipping false
 spark.databricks.delta.stats.collect false
 spark.hadoop.datanucleus.cache.level2 true

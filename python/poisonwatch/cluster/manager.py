@@ -338,10 +338,22 @@ logger.hive_metastore.level = warn
 """
 
 
-def write_spark_defaults(layout: Layout) -> Path:
+def caller_spark_defaults(layout: Layout) -> Path | None:
+    """The `spark-defaults.conf` of the caller's `$SPARK_CONF_DIR` (the user's Spark settings,
+    the commands' driver reads it too), when there is one and it is not this cluster's own."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if not folder or Path(folder).resolve() == layout.conf.resolve():
+        return None
+    path = Path(folder) / "spark-defaults.conf"
+    return path if path.is_file() else None
+
+
+def write_spark_defaults(layout: Layout, inherited: Path | None = None) -> Path:
     """conf/spark-defaults.conf with a new shared secret, readable by its owner only. Master,
     workers and spark-submit all read it from SPARK_CONF_DIR; the workers hand the secret to
-    their executors in the environment."""
+    their executors in the environment. `inherited`: a spark-defaults.conf whose settings come
+    first (JVM options of the driver and executors, SQL settings), the cluster's own after them,
+    so they win."""
     layout.conf.mkdir(parents=True, exist_ok=True)
     layout.conf.chmod(0o700)
     path = layout.conf / "spark-defaults.conf"
@@ -349,6 +361,9 @@ def write_spark_defaults(layout: Layout) -> Path:
     tmp.unlink(missing_ok=True)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
+        if inherited is not None:
+            fh.write(f"# From {inherited}:\n")
+            fh.write(inherited.read_text(encoding="utf-8").rstrip("\n") + "\n")
         fh.write(
             "# Written by `poisonwatch cluster start`: every process of this cluster, and only\n"
             "# they, hold this secret.\n"
@@ -525,7 +540,7 @@ def start(workers: int | None = None, timeout: float = 300.0) -> State:
         for old in layout.run.glob("*.pid"):
             old.unlink()
         (layout.conf / "log4j2.properties").write_text(_LOG4J)
-        write_spark_defaults(layout)
+        write_spark_defaults(layout, caller_spark_defaults(layout))
         env = _base_env(layout, settings, sh)
         master_url = f"spark://{LOOPBACK}:{settings.master_port}"
         master_ui = f"http://{LOOPBACK}:{settings.master_ui_port}"

@@ -149,6 +149,32 @@ def test_every_listening_socket_is_on_loopback(cluster: Cluster) -> None:
     assert len(listening["thrift"]) >= 4, listening["thrift"]
 
 
+def test_the_executor_and_the_thrift_driver_run_with_the_callers_jvm_options(
+    cluster: Cluster,
+) -> None:
+    """`cluster start` copied the caller's spark-defaults.conf (here the suite's, from
+    SPARK_CONF_DIR) into the cluster's: its executor and its Thrift driver run with the JVM
+    options it names, read from their command lines."""
+    caller = Path(cluster.env.get("SPARK_CONF_DIR", "")) / "spark-defaults.conf"
+    wanted: dict[str, list[str]] = {}
+    if caller.is_file():
+        for line in caller.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key in ("spark.executor.defaultJavaOptions", "spark.driver.defaultJavaOptions"):
+                wanted["executor" if "executor" in key else "thrift"] = value.split()
+    if os.environ.get("CI") == "true":  # the suite's folder names both
+        assert set(wanted) == {"executor", "thrift"}, caller
+    pids = _cluster_pids(cluster)
+    for name, options in wanted.items():
+        found = [pid for pid, what in pids.items() if what == name]
+        assert found, (name, pids)
+        for pid in found:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            words = [a.decode(errors="replace") for a in args]
+            missing = [o for o in options if o not in words]
+            assert not missing, (name, missing, words[:40])
+
+
 # One apply's view of the lease, in a process of its own: take it, hold it (sleeping, like a
 # long Spark statement, while the lease's own thread renews it) until a file appears or some
 # seconds pass, check it before "committing", release it. Prints its outcome as JSON lines.

@@ -37,12 +37,17 @@ def poisonwatch(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
 
 
 def cluster_env(store: Path, **extra: str) -> dict[str, str]:
-    """The environment of a cluster in `store`: no Spark settings of the caller's (a test-only
-    SPARK_CONF_DIR would reach the cluster's processes), free loopback ports, dbt's own files
-    under the store rather than in the shared checkout."""
+    """The environment of a cluster in `store`: of the caller's Spark variables only
+    SPARK_CONF_DIR, whose spark-defaults.conf (the suite's JVM and Spark settings) `cluster
+    start` copies into the cluster's own; free loopback ports, dbt's own files under the store
+    rather than in the shared checkout."""
     import pyspark
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k == "SPARK_CONF_DIR" or not k.startswith(("SPARK_", "PYSPARK_"))
+    }
     env.update(
         {
             "POISONWATCH_HOME": str(store),

@@ -96,6 +96,37 @@ def test_partition_listing_on_the_driver_locally_not_on_the_cluster(
     assert thrift[shared] == local[shared] == "dynamic"
 
 
+def test_the_cluster_takes_the_callers_spark_settings_and_keeps_its_secret_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cluster start` copies the caller's `$SPARK_CONF_DIR/spark-defaults.conf` (JVM options
+    of the driver and executors, SQL settings) into the cluster's own, before its secret, so a
+    setting of the caller's cannot replace the secret; without the variable, only its own."""
+    from poisonwatch.cluster.manager import Layout, caller_spark_defaults, write_spark_defaults
+
+    layout = Layout(tmp_path / "c")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "spark-defaults.conf").write_text(
+        "spark.executor.defaultJavaOptions -XX:+UseSerialGC\nspark.authenticate false\n"
+    )
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    assert caller_spark_defaults(layout) is None
+    monkeypatch.setenv("SPARK_CONF_DIR", str(layout.conf))
+    assert caller_spark_defaults(layout) is None  # the cluster's own folder: nothing to copy
+    monkeypatch.setenv("SPARK_CONF_DIR", str(mine))
+    written = write_spark_defaults(layout, caller_spark_defaults(layout))
+    assert written.stat().st_mode & 0o777 == 0o600
+    settings: dict[str, str] = {}
+    for line in written.read_text().splitlines():  # later lines win, as in Java's Properties
+        if line and not line.startswith("#"):
+            key, value = line.split(None, 1)
+            settings[key] = value
+    assert settings["spark.executor.defaultJavaOptions"] == "-XX:+UseSerialGC"
+    assert settings["spark.authenticate"] == "true"
+    assert len(settings["spark.authenticate.secret"]) == 64
+
+
 # --- the class archive (config.class_archive_options, warehouse/class_archive.py) -------------
 
 
