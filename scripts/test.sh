@@ -22,9 +22,11 @@ mkdir -p "$TMPDIR"
 # Test-only Spark settings go in Spark's own configuration folder, which every driver the suite
 # starts reads, so that profiles.yml stays what a user runs: on the tests' small inputs compiling
 # costs more than it saves, so Spark interprets its plans and the short-lived JVMs compile little
-# and collect garbage in one thread, Delta neither writes per-file statistics nor reads them to
-# skip some of a table's few files, and the metastore keeps the table definitions it read: each
-# store's embedded Derby admits one process at a time, so nothing changes them behind its back.
+# and collect garbage in one thread, their heap at its full size from the start (a young
+# generation of a third of it, not of a small first heap: fewer collections), Delta neither
+# writes per-file statistics nor reads them to skip some of a table's few files, and the
+# metastore keeps the table definitions it read: each store's embedded Derby admits one process
+# at a time, so nothing changes them behind its back.
 # A cluster a test starts takes these settings too (`cluster start` copies this file), its
 # executors the same JVM options. The demo, the main job, runs without this folder.
 export SPARK_CONF_DIR="$WORK/spark-conf"
@@ -32,8 +34,8 @@ mkdir -p "$SPARK_CONF_DIR"
 cat >"$SPARK_CONF_DIR/spark-defaults.conf" <<'CONF'
 spark.sql.codegen.wholeStage false
 spark.sql.codegen.factoryMode NO_CODEGEN
-spark.driver.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10
-spark.executor.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10
+spark.driver.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10 -XX:InitialRAMPercentage=50
+spark.executor.defaultJavaOptions -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=10 -XX:InitialRAMPercentage=50
 spark.databricks.delta.stats.skipping false
 spark.databricks.delta.stats.collect false
 spark.hadoop.datanucleus.cache.level2 true
