@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: ruff, the dbt unit tests on an empty store (a failure stops the run
-# there) with sqlfluff beside them, then two lanes side by side: pytest in two workers, and
-# beside it the demo on generated data (dbt build with models and data tests; the label
-# agreement it exits on; remediation; the report, checked in Chromium), then the
+# there), then two lanes side by side: pytest in two workers, and beside it sqlfluff and the
+# demo on generated data (dbt build with models and data tests; the label agreement it exits
+# on; remediation; the report, checked in Chromium), then the
 # great-expectations suites, and the backtest and the alert sequence on the demo's store with
 # their commands sent to one `poisonwatch serve` there.
 # Prints one summary line at the end and exits non-zero when any step failed.
@@ -70,7 +70,7 @@ step() {
 # from bash's `times`, a builtin that reports the shell it runs in (so never inside a command
 # substitution, which is a subshell). A step's CPU is what it cost the two cores, whatever ran
 # beside it, plus any background process that ended during it (bash collects a child's times
-# when it exits: sqlfluff's show in the unit tests' step too).
+# when it exits).
 children_cpu() {
     local file="$WORK/.times-$BASHPID"
     times >"$file"
@@ -128,10 +128,10 @@ watchdog() {
 watchdog &
 watchdog_pid=$!
 # Every way out ends what is still running: the watchdog (its shell holds the script's output
-# open while it sleeps), and sqlfluff and lane two when the script stops early.
+# open while it sleeps), and lane two when the script stops early.
 cleanup() {
     local pid
-    for pid in "$watchdog_pid" "${sqlfluff_pid:-}" "${lane_two_pid:-}"; do
+    for pid in "$watchdog_pid" "${lane_two_pid:-}"; do
         [ -n "$pid" ] && kill_tree "$pid"
     done
 }
@@ -139,20 +139,12 @@ trap cleanup EXIT
 
 step ruff ruff check python
 step ruff-format ruff format --check python
-# sqlfluff beside the unit tests, on the demo's store while it is still empty (the models'
-# first-build rendering): it parses and lints in Python, so it and the unit tests' driver
-# keep both cores busier than either alone.
-# Two worker processes parse and lint what the dbt templater rendered in the main process.
-SQLFLUFF_LOG="$WORK/sqlfluff.log"
-step sqlfluff sqlfluff lint models analyses --processes 2 >"$SQLFLUFF_LOG" 2>&1 &
-sqlfluff_pid=$!
 # The rules first, so that a broken one fails the run before the long lanes start: the dbt unit
-# tests on a store of their own, their parent models built with --empty (one driver JVM).
-step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" \
+# tests on a store of their own, their parent models built with --empty (one driver JVM). The
+# parents only give the unit tests their columns, so they are Parquet tables
+# (POISONWATCH_FILE_FORMAT), which Spark creates and describes without reading a Delta log.
+step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" POISONWATCH_FILE_FORMAT=parquet \
     python python/tests/support/unit_first.py
-wait "$sqlfluff_pid"
-sqlfluff_pid=
-cat "$SQLFLUFF_LOG"
 if grep -q '^dbt-unit-tests FAILED$' "$RESULTS"; then
     echo "poisonwatch tests stopped after ${SECONDS} s: the dbt unit tests failed (the rules)"
     exit 1
@@ -165,7 +157,7 @@ fi
 #           modules of most tests, and the long modules have few), each worker with a store of
 #           its own; the broker tests mostly wait on a real broker, so the other worker and
 #           lane 2 use the cores meanwhile;
-#   lane 2: the demo and every step on the demo's store.
+#   lane 2: sqlfluff, then the demo and every step on the demo's store.
 # Lane 2's output is printed after lane 1's. --durations lists the slowest tests in the log.
 pytest_main() {
     POISONWATCH_HOME="$WORK/store-pytest" POISONWATCH_TEST_CPU_LOG="$CPU_LOG" \
@@ -175,6 +167,9 @@ pytest_main() {
 
 # The demo's store is $POISONWATCH_HOME ($WORK/store); nothing else in the suite uses it.
 demo_and_its_store() {
+    # sqlfluff first, on the demo's store while it is still empty (the models' first-build
+    # rendering); two worker processes parse and lint what the dbt templater rendered.
+    step sqlfluff sqlfluff lint models analyses --processes 2
     # The pipeline is `poisonwatch demo` (generate → ingest → dbt build → label agreement →
     # plan → apply → dbt build → report) under an 80-column pseudo-terminal: the screen is
     # checked too (no line wider than 80, no dbt log, nothing printed twice, a summary of at
