@@ -140,10 +140,9 @@ trap cleanup EXIT
 step ruff ruff check python
 step ruff-format ruff format --check python
 # The rules first, so that a broken one fails the run before the long lanes start: the dbt unit
-# tests on a store of their own, their parent models built with --empty (one driver JVM). The
-# parents only give the unit tests their columns, so they are Parquet tables
-# (POISONWATCH_FILE_FORMAT), which Spark creates and describes without reading a Delta log.
-step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" POISONWATCH_FILE_FORMAT=parquet \
+# tests on a store of their own, their parent models built with --empty as Parquet tables (one
+# driver JVM; unit_first.py says why).
+step dbt-unit-tests env POISONWATCH_HOME="$WORK/store-unit" \
     python python/tests/support/unit_first.py
 if grep -q '^dbt-unit-tests FAILED$' "$RESULTS"; then
     echo "poisonwatch tests stopped after ${SECONDS} s: the dbt unit tests failed (the rules)"
